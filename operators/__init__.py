@@ -1,0 +1,1 @@
+"""What a job computes: the operator lifecycle, user-function interfaces, sources, sinks."""

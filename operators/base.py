@@ -1,0 +1,310 @@
+"""The operator lifecycle (Flink's ``StreamOperator``), outputs, and user-code errors.
+
+Lifecycle, called by the task: ``setup(ctx, output)`` -> ``open()`` ->
+``process_batch(...)`` / ``process_watermark(...)`` any number of times -> ``end_input()``
+-> ``finish()`` -> ``close()``. An operator is a picklable definition until ``setup``;
+each subtask unpickles its own copy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import traceback
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from flowray.state.backend import KeyedStateBackend
+from flowray.state.key_groups import KeyGroupRange
+
+from .functions import KEYED_STATE_METHODS, Function, RuntimeContext
+
+__all__ = [
+    "UserFunctionError",
+    "Output",
+    "ChainedOutput",
+    "BroadcastingOutput",
+    "CollectingOutput",
+    "OperatorContext",
+    "ProcessingTimeService",
+    "StreamOperator",
+    "OneInputOperator",
+    "TwoInputOperator",
+    "adapt_function",
+    "open_function",
+    "close_function",
+    "iterate_result",
+    "keyed_state_methods_used",
+]
+
+MIN_WATERMARK = -(1 << 63)
+MAX_WATERMARK = (1 << 63) - 1
+
+
+class UserFunctionError(Exception):
+    """User code raised. Carries the operator's name and the original traceback as text
+    (the original exception may not survive pickling across processes)."""
+
+    def __init__(self, operator_name: str, cause: BaseException,
+                 subtask: Optional[str] = None) -> None:
+        self.operator_name = operator_name
+        self.cause_type = type(cause).__name__
+        self.cause_message = str(cause)
+        self.traceback_text = "".join(
+            traceback.format_exception(type(cause), cause, cause.__traceback__))
+        self.subtask = subtask
+        super().__init__(f"operator {operator_name!r} raised {self.cause_type}: {cause}")
+
+    def __reduce__(self):  # keep it picklable whatever the cause was
+        return (_rebuild_user_error, (self.operator_name, self.cause_type, self.cause_message,
+                                      self.traceback_text, self.subtask))
+
+
+def _rebuild_user_error(name, ctype, cmsg, tb, subtask):
+    err = UserFunctionError.__new__(UserFunctionError)
+    err.operator_name, err.cause_type, err.cause_message = name, ctype, cmsg
+    err.traceback_text, err.subtask = tb, subtask
+    Exception.__init__(err, f"operator {name!r} raised {ctype}: {cmsg}")
+    return err
+
+
+class Output:
+    """Where an operator's results go: chained operators and/or network writers."""
+
+    def emit(self, records: List[Any]) -> None:
+        raise NotImplementedError
+
+    def emit_watermark(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+
+class ChainedOutput(Output):
+    __slots__ = ("op",)
+
+    def __init__(self, op: "StreamOperator") -> None:
+        self.op = op
+
+    def emit(self, records: List[Any]) -> None:
+        if records:
+            self.op.process_batch(records, None)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        self.op.process_watermark(timestamp)
+
+
+class BroadcastingOutput(Output):
+    def __init__(self, outputs: List[Output]) -> None:
+        self.outputs = outputs
+
+    def emit(self, records: List[Any]) -> None:
+        for o in self.outputs:
+            o.emit(records)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        for o in self.outputs:
+            o.emit_watermark(timestamp)
+
+
+class CollectingOutput(Output):
+    """Keeps everything; for harnesses and tests."""
+
+    def __init__(self) -> None:
+        self.records: List[Any] = []
+        self.watermarks: List[int] = []
+
+    def emit(self, records: List[Any]) -> None:
+        self.records.extend(records)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        self.watermarks.append(timestamp)
+
+
+class ProcessingTimeService:
+    """Callbacks at wall-clock times, fired by the task loop (no threads of its own)."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self._heap: List[Tuple[int, int, Callable[[int], None]]] = []
+        self._seq = itertools.count()
+
+    def current_processing_time(self) -> int:
+        return self.clock.now_ms()
+
+    def register_timer(self, timestamp: int, callback: Callable[[int], None]) -> None:
+        heapq.heappush(self._heap, (timestamp, next(self._seq), callback))
+
+    def next_deadline(self) -> Optional[int]:
+        return self._heap[0][0] if self._heap else None
+
+    def fire_due(self, now_ms: Optional[int] = None) -> int:
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        fired = 0
+        while self._heap and self._heap[0][0] <= now:
+            ts, _, cb = heapq.heappop(self._heap)
+            cb(ts)
+            fired += 1
+        return fired
+
+
+@dataclass
+class OperatorContext:
+    """Everything an operator instance may use from its task."""
+
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    processing_time_service: ProcessingTimeService
+    attempt_number: int = 0
+    keyed_backend: Optional[KeyedStateBackend] = None
+    job_parameters: Dict[str, Any] = field(default_factory=dict)
+    open_driver_channel: Optional[Callable[[str], Any]] = None
+    services: Dict[str, Any] = field(default_factory=dict)
+
+    def runtime_context(self, operator_name: str) -> RuntimeContext:
+        return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,
+                              self.max_parallelism, self.attempt_number, self.keyed_backend,
+                              operator_name, self.job_parameters)
+
+
+class StreamOperator:
+    """Base operator. Subclasses set ``default_name`` and override what they need."""
+
+    default_name = "Operator"
+    num_inputs = 1
+    is_keyed = False  # needs a keyed state backend (applied on a KeyedStream)
+
+    def __init__(self, name: Optional[str] = None) -> None:
+        self.name = name or self.default_name
+        self.uid: Optional[str] = None
+        self.ctx: Optional[OperatorContext] = None
+        self.output: Output = CollectingOutput()
+        self._watermarks = [MIN_WATERMARK] * self.num_inputs
+        self.current_watermark = MIN_WATERMARK
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def setup(self, ctx: OperatorContext, output: Output) -> None:
+        self.ctx = ctx
+        self.output = output
+
+    def open(self) -> None:
+        pass
+
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+        raise NotImplementedError
+
+    def process_batch2(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+        raise NotImplementedError(f"{self.name} has one input")
+
+    def process_watermark(self, timestamp: int, input_index: int = 0) -> None:
+        """Combine per-input watermarks (minimum) and forward when the minimum advances."""
+        wms = self._watermarks
+        if timestamp <= wms[input_index]:
+            return
+        wms[input_index] = timestamp
+        combined = min(wms)
+        if combined > self.current_watermark:
+            self.current_watermark = combined
+            self.on_watermark(combined)
+            self.output.emit_watermark(combined)
+
+    def on_watermark(self, timestamp: int) -> None:
+        """Hook: event time reached ``timestamp`` (fire event-time timers here)."""
+
+    def end_input(self, input_index: int = 0) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    # -- helpers -----------------------------------------------------------------------
+    def user_error(self, cause: BaseException) -> UserFunctionError:
+        subtask = None
+        if self.ctx is not None:
+            subtask = f"{self.ctx.subtask_index + 1}/{self.ctx.parallelism}"
+        return UserFunctionError(self.name, cause, subtask)
+
+    def user_functions(self) -> List[Any]:
+        """User objects this operator calls (for pickling checks and open/close)."""
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class OneInputOperator(StreamOperator):
+    num_inputs = 1
+
+
+class TwoInputOperator(StreamOperator):
+    num_inputs = 2
+
+
+def adapt_function(fn: Any, method: str, what: str) -> Callable[..., Any]:
+    """The callable behind ``fn``: its ``method`` if it is a Function object, else ``fn``."""
+    bound = getattr(fn, method, None)
+    if isinstance(fn, Function) or (bound is not None and callable(bound)
+                                    and not isinstance(fn, types.FunctionType)):
+        if bound is None or not callable(bound):
+            raise TypeError(f"{what}: {type(fn).__name__} does not implement {method}()")
+        return bound
+    if callable(fn):
+        return fn
+    raise TypeError(f"{what}: expected a function or an object with .{method}(), got {fn!r}")
+
+
+def open_function(fn: Any, runtime_context: RuntimeContext) -> None:
+    if isinstance(fn, Function) or callable(getattr(fn, "open", None)) and hasattr(fn, "close"):
+        fn.open(runtime_context)
+
+
+def close_function(fn: Any) -> None:
+    if isinstance(fn, Function) or callable(getattr(fn, "close", None)) and hasattr(fn, "open"):
+        fn.close()
+
+
+_GENERATOR = types.GeneratorType
+
+
+def iterate_result(result: Any) -> Iterable[Any]:
+    """Outputs of a flat_map/process call: yielded values, a returned iterable, or none."""
+    if result is None:
+        return ()
+    return result
+
+
+_NOT_SCANNED = ("initialize_state", "snapshot_state")
+
+
+def keyed_state_methods_used(fn: Any) -> List[str]:
+    """Which keyed-state getters (``get_state`` ...) the code of ``fn`` refers to.
+
+    A static look at the bytecode of the function (or of the methods of its class), used
+    to reject keyed state on non-keyed streams when the graph is built, before anything
+    runs. Operator-state hooks (``initialize_state``) are not scanned.
+    """
+    codes = []
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
+        codes.append(getattr(fn, "__code__", None) or fn.__func__.__code__)
+    else:
+        for klass in type(fn).__mro__:
+            if klass.__module__.startswith("flowray.") or klass is object:
+                continue
+            for attr, value in vars(klass).items():
+                if attr in _NOT_SCANNED:
+                    continue
+                code = getattr(value, "__code__", None)
+                if code is not None:
+                    codes.append(code)
+    found = set()
+    stack = [c for c in codes if c is not None]
+    while stack:
+        code = stack.pop()
+        found.update(KEYED_STATE_METHODS.intersection(code.co_names))
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return sorted(found)

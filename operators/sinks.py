@@ -1,0 +1,174 @@
+"""Sinks: the ``sink_to`` interface (:class:`Sink` / :class:`SinkWriter`), ``add_sink``
+functions, and the driver-bound sinks behind ``print()`` and ``execute_and_collect()``."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from .base import StreamOperator, adapt_function, close_function, open_function
+
+__all__ = [
+    "SinkWriterContext",
+    "Sink",
+    "SinkWriter",
+    "SinkWriterOperator",
+    "SinkFunctionOperator",
+    "DriverSinkOperator",
+]
+
+
+@dataclass(frozen=True)
+class SinkWriterContext:
+    subtask_index: int
+    parallelism: int
+    attempt_number: int = 0
+
+
+class SinkWriter(abc.ABC):
+    @abc.abstractmethod
+    def write(self, element: Any) -> None: ...
+
+    def write_batch(self, elements: List[Any]) -> None:
+        for e in elements:
+            self.write(e)
+
+    def flush(self, end_of_input: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Sink(abc.ABC):
+    """A picklable sink definition; each subtask gets its own writer."""
+
+    default_name = "Sink"
+
+    @abc.abstractmethod
+    def create_writer(self, context: SinkWriterContext) -> SinkWriter: ...
+
+
+class SinkWriterOperator(StreamOperator):
+    default_name = "Sink"
+
+    def __init__(self, sink: Sink, name: Optional[str] = None) -> None:
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sink_to expects a flowray Sink, got {sink!r}")
+        super().__init__(name or f"Sink: {getattr(sink, 'default_name', 'Sink')}")
+        self.sink = sink
+
+    def user_functions(self) -> List[Any]:
+        return [self.sink]
+
+    def open(self) -> None:
+        try:
+            self.writer = self.sink.create_writer(SinkWriterContext(
+                self.ctx.subtask_index, self.ctx.parallelism, self.ctx.attempt_number))
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def process_batch(self, records, key_groups):
+        try:
+            self.writer.write_batch(records)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def finish(self) -> None:
+        try:
+            self.writer.flush(True)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def close(self) -> None:
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.close()
+
+
+class _SinkContext:
+    def current_processing_time(self) -> int:
+        import time
+        return int(time.time() * 1000)
+
+    def current_watermark(self) -> int:
+        return -(1 << 63)
+
+    def timestamp(self) -> Optional[int]:
+        return None
+
+
+class SinkFunctionOperator(StreamOperator):
+    """``add_sink(fn)``: ``fn.invoke(value, context)`` (or ``fn(value)``) per record."""
+
+    default_name = "Sink: Unnamed"
+
+    def __init__(self, fn: Any, name: Optional[str] = None) -> None:
+        super().__init__(name)
+        adapt_function(fn, "invoke", self.name)
+        self.fn = fn
+
+    def user_functions(self) -> List[Any]:
+        return [self.fn]
+
+    def open(self) -> None:
+        invoke = getattr(self.fn, "invoke", None)
+        if callable(invoke):
+            ctx = _SinkContext()
+            self._call = lambda v: invoke(v, ctx)
+        else:
+            self._call = self.fn
+        try:
+            open_function(self.fn, self.ctx.runtime_context(self.name))
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def process_batch(self, records, key_groups):
+        f = self._call
+        try:
+            for r in records:
+                f(r)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def close(self) -> None:
+        try:
+            close_function(self.fn)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+
+class DriverSinkOperator(StreamOperator):
+    """Streams records to the driver process (``print()`` and ``execute_and_collect()``).
+
+    ``mode="print"`` sends the text Flink prints (``"2> record"`` when parallel);
+    ``mode="collect"`` sends the records themselves.
+    """
+
+    def __init__(self, mode: str, endpoint_id: str, name: Optional[str] = None) -> None:
+        if mode not in ("print", "collect"):
+            raise ValueError(mode)
+        super().__init__(name or ("Sink: Print to Std. Out" if mode == "print"
+                                  else "Sink: Collect"))
+        self.mode = mode
+        self.endpoint_id = endpoint_id
+
+    def open(self) -> None:
+        # the task provides the channel: an object with send(records) and end()
+        self._channel = self.ctx.open_driver_channel(self.endpoint_id)
+        self._prefix = (f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else "")
+
+    def process_batch(self, records, key_groups):
+        if self.mode == "print":
+            p = self._prefix
+            records = [f"{p}{r}" for r in records]
+        self._channel.send(list(records))
+
+    def finish(self) -> None:
+        self._channel.end()
+
+    def close(self) -> None:
+        ch = getattr(self, "_channel", None)
+        if ch is not None:
+            ch.close()

@@ -1,0 +1,185 @@
+"""Sources written in Python: a picklable :class:`Source` definition and the per-subtask
+:class:`SourceReader` it creates.
+
+A reader hands out records a batch at a time; ``None`` means the input has ended (bounded
+sources), an empty list means nothing is available right now.
+
+>>> reader = NumberSequenceSource(1, 10).create_reader(SourceReaderContext(1, 2))
+>>> reader.poll_next(100)
+[6, 7, 8, 9, 10]
+>>> reader.poll_next(100) is None
+True
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence
+
+from .base import StreamOperator
+
+__all__ = [
+    "Boundedness",
+    "SourceReaderContext",
+    "Source",
+    "SourceReader",
+    "CollectionSource",
+    "NumberSequenceSource",
+    "SourceOperator",
+]
+
+
+class Boundedness(enum.Enum):
+    BOUNDED = "BOUNDED"
+    CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"
+
+
+@dataclass(frozen=True)
+class SourceReaderContext:
+    subtask_index: int
+    parallelism: int
+
+
+class SourceReader(abc.ABC):
+    @abc.abstractmethod
+    def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        """Up to ``max_records`` records; ``[]`` if none now; ``None`` once ended."""
+
+    def snapshot_state(self) -> Any:
+        """The reader's position (checkpointed from the checkpoint issue on)."""
+        return None
+
+    def restore_state(self, state: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Source(abc.ABC):
+    """A picklable source definition; each subtask gets its own reader."""
+
+    default_name = "Custom Source"
+
+    def get_boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED
+
+    @abc.abstractmethod
+    def create_reader(self, context: SourceReaderContext) -> SourceReader: ...
+
+
+def _split(n: int, parallelism: int, index: int) -> range:
+    """Contiguous share ``index`` of ``range(n)`` split ``parallelism`` ways."""
+    start = n * index // parallelism
+    end = n * (index + 1) // parallelism
+    return range(start, end)
+
+
+class _ListReader(SourceReader):
+    def __init__(self, items: Sequence[Any]) -> None:
+        self._items = items
+        self._pos = 0
+
+    def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        if self._pos >= len(self._items):
+            return None
+        batch = list(self._items[self._pos:self._pos + max_records])
+        self._pos += len(batch)
+        return batch
+
+    def snapshot_state(self) -> Any:
+        return self._pos
+
+    def restore_state(self, state: Any) -> None:
+        self._pos = int(state)
+
+
+class CollectionSource(Source):
+    """The items of a Python collection, split in contiguous shares over subtasks."""
+
+    default_name = "Collection Source"
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = list(items)
+
+    def create_reader(self, context: SourceReaderContext) -> SourceReader:
+        share = _split(len(self.items), context.parallelism, context.subtask_index)
+        return _ListReader(self.items[share.start:share.stop])
+
+
+class _RangeReader(SourceReader):
+    def __init__(self, start: int, end_exclusive: int) -> None:
+        self._next = start
+        self._end = end_exclusive
+
+    def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        if self._next >= self._end:
+            return None
+        stop = min(self._end, self._next + max_records)
+        batch = list(range(self._next, stop))
+        self._next = stop
+        return batch
+
+    def snapshot_state(self) -> Any:
+        return self._next
+
+    def restore_state(self, state: Any) -> None:
+        self._next = int(state)
+
+
+class NumberSequenceSource(Source):
+    """The integers ``start..end`` inclusive, as PyFlink's ``NumberSequenceSource``."""
+
+    default_name = "Sequence Source"
+
+    def __init__(self, start: int, end: int) -> None:
+        if end < start:
+            raise ValueError(f"NumberSequenceSource: end {end} < start {start}")
+        self.start, self.end = int(start), int(end)
+
+    def create_reader(self, context: SourceReaderContext) -> SourceReader:
+        share = _split(self.end - self.start + 1, context.parallelism, context.subtask_index)
+        return _RangeReader(self.start + share.start, self.start + share.stop)
+
+
+class SourceOperator(StreamOperator):
+    """Head of a source task: polls its reader and emits what it returns."""
+
+    default_name = "Source"
+    num_inputs = 0
+
+    def __init__(self, source: Source, name: Optional[str] = None) -> None:
+        super().__init__(name or f"Source: {getattr(source, 'default_name', 'Custom Source')}")
+        if not isinstance(source, Source):
+            raise TypeError(f"from_source expects a flowray Source, got {source!r}")
+        self.source = source
+        self._watermarks = []
+
+    def user_functions(self) -> List[Any]:
+        return [self.source]
+
+    def open(self) -> None:
+        try:
+            self.reader = self.source.create_reader(
+                SourceReaderContext(self.ctx.subtask_index, self.ctx.parallelism))
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def emit_next(self, max_records: int) -> Optional[int]:
+        """Emit one batch; the number emitted, or ``None`` when the source has ended."""
+        try:
+            batch = self.reader.poll_next(max_records)
+        except Exception as e:
+            raise self.user_error(e) from e
+        if batch is None:
+            return None
+        if batch:
+            self.output.emit(batch)
+        return len(batch)
+
+    def close(self) -> None:
+        reader = getattr(self, "reader", None)
+        if reader is not None:
+            reader.close()

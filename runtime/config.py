@@ -1,0 +1,298 @@
+"""Configuration with Flink's string keys, typed options and clear errors.
+
+>>> c = Configuration()
+>>> c.set_string("execution.buffer-timeout", "50 ms")
+>>> c.get(BUFFER_TIMEOUT)
+50
+>>> Configuration().set_string("execution.bufer-timeout", "1")
+Traceback (most recent call last):
+...
+flowray.runtime.config.ConfigurationError: unknown configuration key 'execution.bufer-timeout' (did you mean 'execution.buffer-timeout'?)
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
+
+__all__ = [
+    "ConfigurationError",
+    "ConfigOption",
+    "Configuration",
+    "parse_duration_ms",
+    "parse_memory_bytes",
+    "all_options",
+    "PARALLELISM",
+    "MAX_PARALLELISM",
+    "BUFFER_TIMEOUT",
+    "RUNTIME_MODE",
+    "PIPELINE_NAME",
+    "RAY_ADDRESS",
+    "CHANNEL_TRANSPORT",
+    "CHANNEL_BATCH_SIZE",
+    "CHANNEL_CREDITS",
+    "DEPLOY_TIMEOUT",
+    "PROGRESS_INTERVAL",
+]
+
+
+class ConfigurationError(ValueError):
+    """An unknown key, or a value that does not parse for its key."""
+
+
+_DURATION_UNITS = {
+    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
+    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3,
+    "microseconds": 1e-3,
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Zµ]*)\s*$")
+
+
+def parse_duration_ms(value: Any) -> int:
+    """Milliseconds in a Flink duration: ``"10 s"``, ``"1 min"``, ``"10000 ms"``, ``500``.
+
+    A bare number means milliseconds, as in Flink.
+
+    >>> parse_duration_ms("2 min"), parse_duration_ms("10000 ms"), parse_duration_ms(250)
+    (120000, 10000, 250)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"duration must not be negative: {value!r}")
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"not a duration: {value!r}")
+    m = _DURATION_RE.match(value)
+    if not m:
+        raise ValueError(f"not a duration: {value!r} (expected e.g. '10 s', '1 min', '500 ms')")
+    number, unit = m.group(1), m.group(2).lower() or "ms"
+    if unit not in _DURATION_UNITS:
+        raise ValueError(
+            f"unknown time unit {m.group(2)!r} in {value!r} (use ms, s, min, h or d)"
+        )
+    return int(round(float(number) * _DURATION_UNITS[unit]))
+
+
+_MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+                 "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def parse_memory_bytes(value: Any) -> int:
+    """Bytes in a Flink memory size: ``"64 mb"``, ``"1g"``, ``4096``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = re.match(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$", str(value))
+    if not m or m.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"not a memory size: {value!r} (expected e.g. '64 mb', '1 gb')")
+    return int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower()]
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"not an integer: {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.match(r"^\s*-?\d+\s*$", value):
+        return int(value)
+    raise ValueError(f"not an integer: {value!r}")
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"not a boolean: {value!r} (use true or false)")
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"not a number: {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"not a number: {value!r}") from None
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """A typed configuration key with a default, like Flink's ``ConfigOption``."""
+
+    key: str
+    parse: Callable[[Any], Any]
+    default: Any
+    description: str
+    choices: Optional[Sequence[str]] = None
+    check: Optional[Callable[[Any], Optional[str]]] = None
+    aliases: Mapping[str, str] = None  # type: ignore[assignment]
+
+    def convert(self, raw: Any) -> Any:
+        if self.choices is not None:
+            text = str(raw).strip().lower()
+            canonical = (self.aliases or {}).get(text, text)
+            for choice in self.choices:
+                if canonical == choice.lower():
+                    return choice
+            raise ConfigurationError(
+                f"invalid value {raw!r} for configuration key {self.key!r}: "
+                f"expected one of {', '.join(self.choices)}"
+            )
+        try:
+            value = self.parse(raw)
+        except ValueError as e:
+            raise ConfigurationError(
+                f"invalid value {raw!r} for configuration key {self.key!r}: {e}"
+            ) from None
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise ConfigurationError(
+                    f"invalid value {raw!r} for configuration key {self.key!r}: {problem}"
+                )
+        return value
+
+
+_REGISTRY: Dict[str, ConfigOption] = {}
+
+
+def _option(key: str, parse: Callable[[Any], Any], default: Any, description: str,
+            **kwargs: Any) -> ConfigOption:
+    opt = ConfigOption(key, parse, default, description, **kwargs)
+    _REGISTRY[key] = opt
+    return opt
+
+
+def all_options() -> Dict[str, ConfigOption]:
+    """Every supported key, for docs and validation."""
+    return dict(_REGISTRY)
+
+
+def _positive(v: Any) -> Optional[str]:
+    return None if v > 0 else "must be positive"
+
+
+def _max_parallelism(v: int) -> Optional[str]:
+    return None if 0 < v <= 32768 else "must be in [1, 32768]"
+
+
+PARALLELISM = _option("parallelism.default", _parse_int, 1,
+                      "Default parallelism of operators.", check=_positive)
+MAX_PARALLELISM = _option("pipeline.max-parallelism", _parse_int, 128,
+                          "Number of key groups; the upper bound for rescaling.",
+                          check=_max_parallelism)
+BUFFER_TIMEOUT = _option("execution.buffer-timeout", parse_duration_ms, 100,
+                         "Longest time a record waits in a channel batch before it is sent.")
+RUNTIME_MODE = _option("execution.runtime-mode", _parse_str, "STREAMING",
+                       "STREAMING (BATCH arrives with blocking partitions).",
+                       choices=("STREAMING",))
+PIPELINE_NAME = _option("pipeline.name", _parse_str, None, "Job name used when none is given.")
+RAY_ADDRESS = _option("ray.address", _parse_str, None,
+                      "Ray cluster to join (also RAY_ADDRESS); unset: embedded local Ray.")
+CHANNEL_TRANSPORT = _option("flowray.channel.transport", _parse_str, "socket",
+                            "Data plane between tasks: 'socket' (unix/TCP streams) or 'ray' "
+                            "(actor calls carrying serialized batches).",
+                            choices=("socket", "ray"))
+CHANNEL_BATCH_SIZE = _option("flowray.channel.batch-size", _parse_int, 1000,
+                             "Records per channel batch before it is flushed.", check=_positive)
+CHANNEL_CREDITS = _option("flowray.channel.credits", _parse_int, 8,
+                          "Batches a writer may have unacknowledged per channel.",
+                          check=_positive)
+DEPLOY_TIMEOUT = _option("flowray.deploy-timeout", parse_duration_ms, 120_000,
+                         "How long tasks may take to start and connect their channels.",
+                         check=_positive)
+PROGRESS_INTERVAL = _option("flowray.progress-interval", parse_duration_ms, 10_000,
+                            "How often a running job logs a progress line (0: never).")
+
+
+class Configuration:
+    """Flink-style configuration: string keys, validated on ``set``.
+
+    Accepts the PyFlink setters (``set_string``, ``set_integer``, ``set_boolean``,
+    ``set_float``) and ``set``; unknown keys and unparsable values raise
+    :class:`ConfigurationError` naming key and value.
+    """
+
+    def __init__(self, other: Optional["Configuration | Mapping[str, Any]"] = None) -> None:
+        self._values: Dict[str, Any] = {}
+        if other is not None:
+            items = other.to_dict() if isinstance(other, Configuration) else dict(other)
+            for k, v in items.items():
+                self.set_string(k, v)
+
+    @staticmethod
+    def _lookup(key: str) -> ConfigOption:
+        opt = _REGISTRY.get(key)
+        if opt is None:
+            close = difflib.get_close_matches(key, list(_REGISTRY), n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(f"unknown configuration key {key!r}{hint}")
+        return opt
+
+    def set_string(self, key: str, value: Any) -> "Configuration":
+        opt = self._lookup(key)
+        opt.convert(value)  # validate now, so the error points at the line that set it
+        self._values[key] = value
+        return self
+
+    set = set_string
+    set_integer = set_string
+    set_boolean = set_string
+    set_float = set_string
+
+    def get(self, option: ConfigOption) -> Any:
+        if option.key in self._values:
+            return option.convert(self._values[option.key])
+        return option.default
+
+    def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
+        self._lookup(key)
+        v = self._values.get(key)
+        return default_value if v is None else str(v)
+
+    def get_integer(self, key: str, default_value: int = 0) -> int:
+        opt = self._lookup(key)
+        return int(opt.convert(self._values[key])) if key in self._values else default_value
+
+    def get_boolean(self, key: str, default_value: bool = False) -> bool:
+        self._lookup(key)
+        return _parse_bool(self._values[key]) if key in self._values else default_value
+
+    def contains_key(self, key: str) -> bool:
+        return key in self._values
+
+    def remove_config(self, key: str) -> bool:
+        return self._values.pop(key, None) is not None
+
+    def key_set(self) -> Iterable[str]:
+        return set(self._values)
+
+    def add_all(self, other: "Configuration") -> "Configuration":
+        for k, v in other.to_dict().items():
+            self.set_string(k, v)
+        return self
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self._values)
+
+    def copy(self) -> "Configuration":
+        c = Configuration()
+        c._values = dict(self._values)
+        return c
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._values!r})"

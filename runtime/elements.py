@@ -1,0 +1,66 @@
+"""What travels in a channel: record batches and in-band control events.
+
+Control events (watermarks, end-of-partition, checkpoint barriers) travel after the data
+before them, so order holds by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+__all__ = [
+    "RecordBatch",
+    "Watermark",
+    "EndOfPartition",
+    "CheckpointBarrier",
+    "CancelCheckpointMarker",
+    "Frame",
+    "MAX_WATERMARK",
+    "MIN_WATERMARK",
+]
+
+MAX_WATERMARK = (1 << 63) - 1
+MIN_WATERMARK = -(1 << 63)
+
+
+class RecordBatch:
+    """Records sent together; ``key_groups[i]`` is the key group of ``records[i]`` when the
+    batch crossed a key-group (``key_by``) exchange, else ``None``."""
+
+    __slots__ = ("records", "key_groups")
+
+    def __init__(self, records: List[Any], key_groups: Optional[List[int]] = None) -> None:
+        self.records = records
+        self.key_groups = key_groups
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return f"RecordBatch({len(self.records)} records)"
+
+
+@dataclass(frozen=True)
+class Watermark:
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class EndOfPartition:
+    """The producer subtask will send nothing more on this channel."""
+
+
+@dataclass(frozen=True)
+class CheckpointBarrier:
+    checkpoint_id: int
+    timestamp: int
+    is_savepoint: bool = False
+
+
+@dataclass(frozen=True)
+class CancelCheckpointMarker:
+    checkpoint_id: int
+
+
+Frame = Any  # RecordBatch | Watermark | EndOfPartition | CheckpointBarrier | CancelCheckpointMarker

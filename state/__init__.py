@@ -1,0 +1,1 @@
+"""What a job remembers: key groups, state descriptors and keyed state backends."""

@@ -1,0 +1,100 @@
+"""State descriptors: the name and kind of a piece of keyed state, as in PyFlink.
+
+>>> d = ValueStateDescriptor("total", None)
+>>> d.name, d.kind.value
+('total', 'value')
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable, Optional
+
+__all__ = [
+    "StateKind",
+    "StateDescriptor",
+    "ValueStateDescriptor",
+    "ListStateDescriptor",
+    "MapStateDescriptor",
+    "ReducingStateDescriptor",
+    "AggregatingStateDescriptor",
+]
+
+
+class StateKind(enum.Enum):
+    VALUE = "value"
+    LIST = "list"
+    MAP = "map"
+    REDUCING = "reducing"
+    AGGREGATING = "aggregating"
+
+
+class StateDescriptor:
+    """Base of all descriptors: a unique ``name`` per operator and a state kind."""
+
+    kind: StateKind
+
+    def __init__(self, name: str, type_info: Any = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"state name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.type_info = type_info
+
+    def get_name(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class ValueStateDescriptor(StateDescriptor):
+    kind = StateKind.VALUE
+
+    def __init__(self, name: str, value_type_info: Any = None) -> None:
+        super().__init__(name, value_type_info)
+
+
+class ListStateDescriptor(StateDescriptor):
+    kind = StateKind.LIST
+
+    def __init__(self, name: str, elem_type_info: Any = None) -> None:
+        super().__init__(name, elem_type_info)
+
+
+class MapStateDescriptor(StateDescriptor):
+    kind = StateKind.MAP
+
+    def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None) -> None:
+        super().__init__(name, value_type_info)
+        self.key_type_info = key_type_info
+
+
+class ReducingStateDescriptor(StateDescriptor):
+    kind = StateKind.REDUCING
+
+    def __init__(self, name: str, reduce_function: Any, type_info: Any = None) -> None:
+        super().__init__(name, type_info)
+        self.reduce_function = _as_callable(reduce_function, "reduce", name)
+
+
+class AggregatingStateDescriptor(StateDescriptor):
+    kind = StateKind.AGGREGATING
+
+    def __init__(self, name: str, agg_function: Any, state_type_info: Any = None) -> None:
+        super().__init__(name, state_type_info)
+        for method in ("create_accumulator", "add", "get_result"):
+            if not callable(getattr(agg_function, method, None)):
+                raise TypeError(
+                    f"AggregatingStateDescriptor {name!r}: the aggregate function must have "
+                    f"create_accumulator/add/get_result; {agg_function!r} lacks {method}"
+                )
+        self.agg_function = agg_function
+
+
+def _as_callable(fn: Any, method: str, state_name: str) -> Callable[..., Any]:
+    bound: Optional[Callable[..., Any]] = getattr(fn, method, None)
+    if callable(bound):
+        return bound
+    if callable(fn):
+        return fn
+    raise TypeError(f"state {state_name!r}: {fn!r} is neither callable nor has .{method}()")

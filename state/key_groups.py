@@ -1,0 +1,186 @@
+"""Key groups, exactly as Flink's ``KeyGroupRangeAssignment``.
+
+A key maps to a key group with a *stable* hash (never Python's salted ``hash()``), and
+subtask ``i`` of ``p`` owns the contiguous range
+``[ceil(i * maxp / p), ceil((i + 1) * maxp / p) - 1]``. Rescaling moves whole key groups.
+
+>>> r = compute_key_group_range_for_operator_index(128, 3, 1)
+>>> (r.start, r.end)
+(43, 85)
+>>> compute_operator_index_for_key_group(128, 3, 43)
+1
+>>> assign_to_key_group("user-7", 128) == assign_to_key_group("user-7", 128)
+True
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = [
+    "DEFAULT_MAX_PARALLELISM",
+    "UPPER_BOUND_MAX_PARALLELISM",
+    "KeyGroupRange",
+    "stable_hash",
+    "assign_to_key_group",
+    "compute_key_group_for_key_hash",
+    "compute_key_group_range_for_operator_index",
+    "compute_operator_index_for_key_group",
+    "check_parallelism_preconditions",
+    "KeyGroupAssigner",
+]
+
+DEFAULT_MAX_PARALLELISM = 128
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15
+
+_MASK32 = 0xFFFFFFFF
+_pack_double = struct.Struct("<d").pack
+_crc32 = zlib.crc32
+
+
+def _fmix32(h: int) -> int:
+    """MurmurHash3's 32-bit finalizer: spreads every input bit over the output."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def stable_hash(key: Any) -> int:
+    """A 32-bit hash of ``key`` that is the same in every process, run and machine.
+
+    Supported: ``str``, ``bytes``, ``int`` (and ``bool``), ``float``, ``None`` and tuples of
+    these (so composite keys work). Other types raise ``TypeError`` naming the type, because
+    a hash that silently differs between processes would route one key to two subtasks.
+    """
+    t = type(key)
+    if t is str:
+        return _crc32(key.encode("utf-8", "surrogatepass"))
+    if t is int or t is bool:
+        k = int(key)
+        if -0x8000000000000000 <= k < 0x8000000000000000:
+            return (k ^ (k >> 32)) & _MASK32
+        return _crc32(k.to_bytes((k.bit_length() + 8) // 8, "little", signed=True))
+    if t is bytes or t is bytearray or t is memoryview:
+        return _crc32(key)
+    if t is tuple or isinstance(key, tuple):
+        h = 17
+        for item in key:
+            h = (h * 31 + stable_hash(item)) & _MASK32
+        return _fmix32(h)
+    if t is float:
+        if key.is_integer():
+            return stable_hash(int(key))
+        return _crc32(_pack_double(key))
+    if key is None:
+        return 0
+    raise TypeError(
+        f"key of type {t.__name__!r} has no stable hash; key_by must return str, bytes, int, "
+        f"float, bool, None or a tuple of these (got {key!r})"
+    )
+
+
+def compute_key_group_for_key_hash(key_hash: int, max_parallelism: int) -> int:
+    """Key group of a key whose :func:`stable_hash` is ``key_hash``."""
+    return _fmix32(key_hash & _MASK32) % max_parallelism
+
+
+def assign_to_key_group(key: Any, max_parallelism: int) -> int:
+    """The key group ``key`` belongs to, in ``[0, max_parallelism)``."""
+    return _fmix32(stable_hash(key)) % max_parallelism
+
+
+@dataclass(frozen=True)
+class KeyGroupRange:
+    """An inclusive range of key groups ``[start, end]``; empty when ``end < start``."""
+
+    start: int
+    end: int
+
+    @classmethod
+    def empty(cls) -> "KeyGroupRange":
+        return cls(0, -1)
+
+    @classmethod
+    def of(cls, start: int, end: int) -> "KeyGroupRange":
+        return cls(start, end)
+
+    def __len__(self) -> int:
+        return max(0, self.end - self.start + 1)
+
+    def __contains__(self, key_group: object) -> bool:
+        return isinstance(key_group, int) and self.start <= key_group <= self.end
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.start, self.end + 1))
+
+    def intersection(self, other: "KeyGroupRange") -> "KeyGroupRange":
+        start, end = max(self.start, other.start), min(self.end, other.end)
+        return KeyGroupRange(start, end) if start <= end else KeyGroupRange.empty()
+
+
+def check_parallelism_preconditions(max_parallelism: int, parallelism: int) -> None:
+    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ValueError(
+            f"max parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {max_parallelism}"
+        )
+    if not 0 < parallelism <= max_parallelism:
+        raise ValueError(
+            f"parallelism must be in [1, max parallelism {max_parallelism}], got {parallelism}"
+        )
+
+
+def compute_key_group_range_for_operator_index(
+    max_parallelism: int, parallelism: int, operator_index: int
+) -> KeyGroupRange:
+    """The key groups owned by subtask ``operator_index`` of ``parallelism``."""
+    check_parallelism_preconditions(max_parallelism, parallelism)
+    if not 0 <= operator_index < parallelism:
+        raise ValueError(f"operator index {operator_index} outside [0, {parallelism})")
+    start = (operator_index * max_parallelism + parallelism - 1) // parallelism
+    end = ((operator_index + 1) * max_parallelism - 1) // parallelism
+    return KeyGroupRange(start, end)
+
+
+def compute_operator_index_for_key_group(
+    max_parallelism: int, parallelism: int, key_group: int
+) -> int:
+    """The subtask of ``parallelism`` that owns ``key_group``."""
+    return key_group * parallelism // max_parallelism
+
+
+class KeyGroupAssigner:
+    """``assign_to_key_group`` with a bounded memo, for the per-record hot path.
+
+    Hashing a key costs about a microsecond in Python; a dict hit costs a twentieth of that.
+    The memo is cleared when it reaches ``cache_size`` entries, so memory stays bounded for
+    streams of unique keys.
+
+    >>> KeyGroupAssigner(128)("user-7") == assign_to_key_group("user-7", 128)
+    True
+    """
+
+    __slots__ = ("max_parallelism", "_cache", "_cache_size")
+
+    def __init__(self, max_parallelism: int, cache_size: int = 65536) -> None:
+        self.max_parallelism = max_parallelism
+        self._cache: dict = {}
+        self._cache_size = cache_size
+
+    def __call__(self, key: Any) -> int:
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable key: stable_hash names the problem
+            return assign_to_key_group(key, self.max_parallelism)
+        kg = _fmix32(stable_hash(key)) % self.max_parallelism
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[key] = kg
+        return kg
