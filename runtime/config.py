@@ -1,7 +1,7 @@
 """Configuration with Flink's string keys, typed options and clear errors.
 
 >>> c = Configuration()
->>> c.set_string("execution.buffer-timeout", "50 ms")
+>>> _ = c.set_string("execution.buffer-timeout", "50 ms")
 >>> c.get(BUFFER_TIMEOUT)
 50
 >>> Configuration().set_string("execution.bufer-timeout", "1")
@@ -35,6 +35,7 @@ __all__ = [
     "CHANNEL_CREDITS",
     "DEPLOY_TIMEOUT",
     "PROGRESS_INTERVAL",
+    "EXECUTION_TARGET",
 ]
 
 
@@ -215,6 +216,9 @@ CHANNEL_CREDITS = _option("flowray.channel.credits", _parse_int, 8,
 DEPLOY_TIMEOUT = _option("flowray.deploy-timeout", parse_duration_ms, 120_000,
                          "How long tasks may take to start and connect their channels.",
                          check=_positive)
+EXECUTION_TARGET = _option("execution.target", _parse_str, "ray",
+                           "Where jobs run: 'ray' (task actors) or 'local' (threads in the "
+                           "driver; for tests and debugging).", choices=("ray", "local"))
 PROGRESS_INTERVAL = _option("flowray.progress-interval", parse_duration_ms, 10_000,
                             "How often a running job logs a progress line (0: never).")
 

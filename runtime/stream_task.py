@@ -176,6 +176,7 @@ class StreamTask:
         end = self._finished or time.monotonic()
         return {
             "task": self.tdd.display_name,
+            "is_source": self.tdd.num_inputs == 0,
             "state": self.state.value,
             "records_in": self.records_in,
             "records_out": sum(rw.records_out for rw in self.record_writers.values()),

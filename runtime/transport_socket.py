@@ -251,10 +251,10 @@ class SocketChannelReader(ChannelReader):
             self._pos = end
         try:
             self.sock.send(_CREDIT.pack(1))
-        except (BlockingIOError, OSError):
-            if not self._ended and type(frame) is not EndOfPartition:
-                raise ChannelClosedError(
-                    f"channel {self.channel_id}: cannot return credit; producer gone")
+        except OSError:
+            # The producer may close right after end-of-partition while frames are still
+            # buffered here; a producer that died shows up as end-of-stream without EOP.
+            pass
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame

@@ -1,0 +1,25 @@
+"""``flowray.common``: as ``pyflink.common`` (Configuration, Types)."""
+
+from flowray.runtime.config import Configuration, ConfigurationError
+
+from .typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
+
+__all__ = ["Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
+           "TupleTypeInfo", "WatermarkStrategy"]
+
+
+class WatermarkStrategy:
+    """Accepted by ``from_source`` as in PyFlink; event-time watermarks from a strategy are
+    not generated yet (bounded sources still end with the final watermark)."""
+
+    @staticmethod
+    def no_watermarks() -> "WatermarkStrategy":
+        return WatermarkStrategy()
+
+    @staticmethod
+    def for_monotonous_timestamps() -> "WatermarkStrategy":
+        raise NotImplementedError("event-time watermark strategies arrive with windows")
+
+    @staticmethod
+    def for_bounded_out_of_orderness(max_out_of_orderness: object) -> "WatermarkStrategy":
+        raise NotImplementedError("event-time watermark strategies arrive with windows")

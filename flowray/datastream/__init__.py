@@ -1,0 +1,25 @@
+"""``flowray.datastream``: as ``pyflink.datastream``."""
+
+from flowray.runtime.api import (
+    ConnectedStreams,
+    DataStream,
+    DataStreamSink,
+    KeyedStream,
+    RuntimeExecutionMode,
+    StreamExecutionEnvironment,
+)
+from flowray.runtime.client import (
+    JobClient,
+    JobExecutionError,
+    JobExecutionResult,
+    JobStatus,
+)
+
+from .functions import *  # noqa: F401,F403
+from .functions import __all__ as _functions_all
+from .state import *  # noqa: F401,F403
+from .state import __all__ as _state_all
+
+__all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
+           "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
+           "JobExecutionError", "JobExecutionResult", "JobStatus"] + _functions_all + _state_all

@@ -1,0 +1,5 @@
+"""As ``pyflink.datastream.connectors.number_seq``."""
+
+from flowray.operators.sources import NumberSequenceSource
+
+__all__ = ["NumberSequenceSource"]

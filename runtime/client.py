@@ -1,0 +1,342 @@
+"""The driver's view of a job: status, result, errors, and the records sent to the driver."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from .channels import ChannelClosedError, ChannelReader, InputGate
+from .elements import EndOfPartition, RecordBatch
+from .stream_task import TaskFailure
+
+__all__ = ["JobStatus", "JobOutcome", "JobExecutionResult", "JobExecutionError", "JobClient",
+           "JobHandle", "DriverEndpoint", "CollectIterator"]
+
+log = logging.getLogger("flowray")
+
+
+class JobStatus(enum.Enum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+
+    def is_globally_terminal_state(self) -> bool:
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+@dataclass
+class JobOutcome:
+    """What the job master reports when a job ends."""
+
+    job_id: str
+    job_name: str
+    status: JobStatus
+    duration_ms: float
+    failure: Optional[TaskFailure] = None
+    task_metrics: List[Dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    checkpoints: int = 0
+
+
+class JobExecutionError(RuntimeError):
+    """The job failed. ``operator`` names the operator that raised (if user code did), and
+    ``cause_traceback`` is the original traceback from the task."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        f = outcome.failure
+        self.outcome = outcome
+        self.operator = f.operator if f else None
+        self.task = f.task if f else None
+        self.cause_type = f.cause_type if f else None
+        self.cause_traceback = f.traceback_text if f else ""
+        if f is None:
+            msg = f"job {outcome.job_name!r} ended {outcome.status.value}"
+        else:
+            msg = (f"job {outcome.job_name!r} failed: {f.describe()}\n\n"
+                   f"Original traceback (from the task):\n{f.traceback_text}")
+        super().__init__(msg)
+
+
+class JobExecutionResult:
+    """A finished job: id, runtime, and what each task did."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        self.outcome = outcome
+
+    def get_job_id(self) -> str:
+        return self.outcome.job_id
+
+    @property
+    def job_name(self) -> str:
+        return self.outcome.job_name
+
+    def get_net_runtime(self) -> int:
+        return int(self.outcome.duration_ms)
+
+    @property
+    def task_metrics(self) -> List[Dict[str, Any]]:
+        return self.outcome.task_metrics
+
+    @property
+    def source_records(self) -> int:
+        return sum(m.get("records_in", 0) for m in self.task_metrics if m.get("is_source"))
+
+    def summary(self) -> str:
+        o = self.outcome
+        tasks = len(o.task_metrics)
+        return (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
+                f"{self.source_records:,} source records, {tasks} tasks, "
+                f"{o.checkpoints} checkpoints, {o.restarts} restarts")
+
+    def __repr__(self) -> str:
+        return f"JobExecutionResult({self.summary()})"
+
+
+class JobHandle:
+    """How a client reaches a running job (implemented by each executor)."""
+
+    job_id: str
+    job_name: str
+
+    def status(self) -> JobStatus:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
+        """The outcome once the job has ended; ``None`` if still running at the timeout."""
+        raise NotImplementedError
+
+    def progress(self) -> Dict[str, Any]:
+        return {}
+
+    def release(self) -> None:
+        pass
+
+
+class JobClient:
+    """Handle on a submitted job, as PyFlink's ``JobClient``."""
+
+    def __init__(self, handle: JobHandle, endpoints: List["DriverEndpoint"],
+                 progress_interval_ms: int = 10_000) -> None:
+        self._handle = handle
+        self._endpoints = endpoints
+        self._progress_interval_s = progress_interval_ms / 1000.0
+        self._result: Optional[JobOutcome] = None
+        self._lock = threading.Lock()
+
+    def get_job_id(self) -> str:
+        return self._handle.job_id
+
+    def get_job_status(self) -> JobStatus:
+        if self._result is not None:
+            return self._result.status
+        return self._handle.status()
+
+    def cancel(self) -> None:
+        if self._result is None:
+            self._handle.cancel()
+
+    def wait(self, timeout_s: Optional[float] = None) -> JobExecutionResult:
+        """Block until the job ends; its result, or :class:`JobExecutionError`."""
+        outcome = self._wait_outcome(timeout_s)
+        if outcome is None:
+            raise TimeoutError(f"job {self._handle.job_name!r} still running after {timeout_s} s")
+        if outcome.status is not JobStatus.FINISHED:
+            raise JobExecutionError(outcome)
+        return JobExecutionResult(outcome)
+
+    get_job_execution_result = wait
+
+    def _wait_outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            step = self._progress_interval_s if self._progress_interval_s > 0 else 3600.0
+            while True:
+                left = step if deadline is None else min(step, deadline - time.monotonic())
+                outcome = self._handle.outcome(max(0.0, left))
+                if outcome is not None:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                self._log_progress()
+            for ep in self._endpoints:
+                ep.finish(outcome.status is JobStatus.FINISHED)
+            self._result = outcome
+            self._handle.release()
+            level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
+            log.log(level, "flowray: %s", JobExecutionResult(outcome).summary())
+            return outcome
+
+    def _log_progress(self) -> None:
+        try:
+            p = self._handle.progress()
+        except Exception:  # progress is best effort
+            return
+        if p:
+            log.info("flowray: job %r running %.0f s: %s source records, %s records in tasks",
+                     self._handle.job_name, p.get("running_s", 0.0),
+                     f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}")
+
+
+class DriverEndpoint:
+    """Receives records that sink tasks send to the driver (``print``/``collect``).
+
+    A thread polls the readers; ``on_records`` gets each batch. For collect, ``on_records``
+    puts into a bounded queue, so a slow consumer stops the polling and back-pressure
+    reaches the job through the channel credits.
+    """
+
+    def __init__(self, endpoint_id: str, mode: str, channel_ids: List[str],
+                 open_readers: Callable[[List[str], Callable[[], bool]], Any],
+                 capacity: int = 16) -> None:
+        self.endpoint_id = endpoint_id
+        self.mode = mode
+        self.channel_ids = channel_ids
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=capacity)
+        self._stop = threading.Event()
+        self._open_readers = open_readers
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name=f"flowray-driver-{mode}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _deliver(self, records: List[Any]) -> None:
+        if self.mode == "print":
+            sys.stdout.write("".join(f"{r}\n" for r in records))
+            sys.stdout.flush()
+            return
+        while not self._stop.is_set():
+            try:
+                self.queue.put(records, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self) -> None:
+        try:
+            readers, gate = self._open_readers(self.channel_ids, self._stop.is_set)
+            active: List[ChannelReader] = list(readers.values())
+            while active and not self._stop.is_set():
+                for r in gate.wait(active, 0.1):
+                    while True:
+                        frame = r.poll()
+                        if frame is None:
+                            break
+                        if type(frame) is RecordBatch:
+                            self._deliver(frame.records)
+                        elif type(frame) is EndOfPartition:
+                            active.remove(r)
+                            break
+            for r in readers.values():
+                r.close()
+            gate.close()
+        except ChannelClosedError as e:
+            if not self._stop.is_set():
+                self.error = e
+        except BaseException as e:  # noqa: BLE001 - reported to the iterator
+            self.error = e
+        finally:
+            self._put_end()
+
+    def _put_end(self) -> None:
+        if self.mode == "collect":
+            while True:
+                try:
+                    self.queue.put(_END, timeout=0.1)
+                    return
+                except queue.Full:
+                    if self._stop.is_set():
+                        try:
+                            self.queue.get_nowait()
+                        except queue.Empty:
+                            pass
+
+    def finish(self, job_succeeded: bool) -> None:
+        """The job ended: wait for the records already sent, then stop."""
+        if job_succeeded:
+            self._thread.join(timeout=30)
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)
+
+
+_END = object()
+
+
+class CollectIterator(Iterator[Any]):
+    """Records of ``execute_and_collect``; closing it cancels a job still running."""
+
+    def __init__(self, client: JobClient, endpoint: DriverEndpoint,
+                 limit: Optional[int] = None) -> None:
+        self._client = client
+        self._endpoint = endpoint
+        self._buffer: List[Any] = []
+        self._pos = 0
+        self._limit = limit
+        self._returned = 0
+        self._done = False
+
+    def __iter__(self) -> "CollectIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._limit is not None and self._returned >= self._limit:
+            self.close()
+            raise StopIteration
+        while self._pos >= len(self._buffer):
+            if self._done:
+                raise StopIteration
+            try:
+                item = self._endpoint.queue.get(timeout=0.2)
+            except queue.Empty:
+                status = self._client.get_job_status()
+                if status in (JobStatus.FAILED, JobStatus.CANCELED):
+                    self._finish()
+                continue
+            if item is _END:
+                self._finish()
+                continue
+            self._buffer, self._pos = item, 0
+        value = self._buffer[self._pos]
+        self._pos += 1
+        self._returned += 1
+        return value
+
+    def _finish(self) -> None:
+        self._done = True
+        self._client.wait()  # raises JobExecutionError if the job failed
+        if self._endpoint.error is not None:
+            raise self._endpoint.error
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if not self._client.get_job_status().is_globally_terminal_state():
+            self._client.cancel()
+        try:
+            self._client.wait()
+        except JobExecutionError:
+            pass
+
+    def __enter__(self) -> "CollectIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

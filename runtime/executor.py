@@ -1,0 +1,66 @@
+"""What executors share: a job prepared for submission, and the executor interface."""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+from flowray.operators.sinks import DriverSinkOperator
+
+from .client import JobClient
+from .execution_graph import ExecutionGraph, SubtaskId
+from .graph import JobGraph
+from .serialization import dumps_checked, register_user_modules
+
+__all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
+
+
+def driver_channel_id(endpoint_id: str, subtask: SubtaskId) -> str:
+    return f"driver:{endpoint_id}/{subtask.key}"
+
+
+@dataclass
+class PreparedJob:
+    job_id: str
+    job_name: str
+    job_graph: JobGraph
+    plan_bytes: Dict[str, bytes]
+    config: Dict[str, Any]
+    # endpoint id -> (mode, channel ids the driver must accept)
+    driver_sinks: Dict[str, Tuple[str, List[str]]] = field(default_factory=dict)
+
+    def execution_graph(self) -> ExecutionGraph:
+        return ExecutionGraph(self.job_graph)
+
+
+def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
+    """Serialize every task's code now, so a bad function fails before deployment."""
+    plan_bytes: Dict[str, bytes] = {}
+    driver_sinks: Dict[str, Tuple[str, List[str]]] = {}
+    for v in job_graph.vertices.values():
+        objects: List[Any] = []
+        for op in v.plan.operators.values():
+            objects.append(op)
+            objects.extend(op.user_functions())
+            objects.extend(getattr(p, "key_selector", None) for p in v.plan.partitioners.values())
+        register_user_modules(o for o in objects if o is not None)
+        for op in v.plan.operators.values():
+            dumps_checked(op, f"operator {op.name!r} (uid {op.uid!r})")
+            if isinstance(op, DriverSinkOperator):
+                chans = [driver_channel_id(op.endpoint_id, SubtaskId(v.id, i))
+                         for i in range(v.parallelism)]
+                driver_sinks[op.endpoint_id] = (op.mode, chans)
+        for eid, p in v.plan.partitioners.items():
+            dumps_checked(p, f"the key selector of key_by after {v.name!r}")
+        plan_bytes[v.id] = dumps_checked(v.plan, f"task {v.name!r}")
+    return PreparedJob(uuid.uuid4().hex[:12], job_graph.job_name, job_graph, plan_bytes,
+                       dict(config), driver_sinks)
+
+
+class JobExecutor(abc.ABC):
+    """Runs prepared jobs somewhere (Ray actors, or threads in this process)."""
+
+    @abc.abstractmethod
+    def submit(self, job: PreparedJob) -> JobClient: ...

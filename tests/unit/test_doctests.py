@@ -1,0 +1,20 @@
+"""Every docstring example in the pure modules runs (no Ray)."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "flowray", "flowray.state.key_groups", "flowray.state.descriptors", "flowray.state.heap",
+    "flowray.runtime.config", "flowray.runtime.clock", "flowray.runtime.channels",
+    "flowray.runtime.watermarks", "flowray.runtime.scheduler", "flowray.runtime.api",
+    "flowray.operators.functions", "flowray.operators.keyed", "flowray.operators.sources",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
