@@ -25,6 +25,9 @@ from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .executor import JobExecutor, PreparedJob
 from .scheduler import Decision, JobRun
 from .stream_task import StreamTask, TaskEnvironment, TaskResult
+from .channels import InProcessChannel, InProcessGate, frame_sequence_number
+from .config import CHANNEL_TRANSPORT
+from .transport_ray import RayChannelWriter
 from .transport_socket import SocketInputGate, SocketListener, connect_channel
 
 __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
@@ -55,13 +58,19 @@ class _SocketTaskEnvironment(TaskEnvironment):
         self.credits = credits
         self.timeout_s = timeout_s
         self.node_id = node_id
+        self.ray_inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
 
     def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter:
-        return connect_channel(self.addresses[consumer.key], channel_id, self.credits,
-                               self.node_id, self.timeout_s)
+        address = self.addresses[consumer.key]
+        if "actor" in address:
+            return RayChannelWriter(channel_id, address["actor"], self.credits)
+        return connect_channel(address, channel_id, self.credits, self.node_id, self.timeout_s)
 
     def open_inputs(self, channel_ids: List[str], should_stop: Callable[[], bool]
                     ) -> Tuple[Dict[str, ChannelReader], InputGate]:
+        if self.ray_inbox is not None:
+            gate, channels = self.ray_inbox
+            return {cid: channels[cid].reader for cid in channel_ids}, gate
         readers = self.listener.accept(channel_ids, self.timeout_s, should_stop)
         return readers, SocketInputGate()
 
@@ -82,9 +91,36 @@ class TaskActor:
         self.listener = SocketListener(self.node_id, ip)
         self.task: Optional[StreamTask] = None
         self._cancelled = False
+        config = Configuration(tdd.config)
+        self.transport = config.get(CHANNEL_TRANSPORT)
+        self.inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
+        if self.transport == "ray":
+            gate = InProcessGate()
+            credits = config.get(CHANNEL_CREDITS)
+            self.inbox = (gate, {i.channel_id: InProcessChannel(i.channel_id, credits, gate)
+                                 for i in tdd.inputs})
+            self._order = {i.channel_id: threading.Condition() for i in tdd.inputs}
+            self._next_seq = {i.channel_id: 0 for i in tdd.inputs}
 
     def address(self) -> Dict[str, Any]:
-        return self.listener.address()
+        address = self.listener.address()
+        if self.transport == "ray":
+            address["actor"] = ray.get_runtime_context().current_actor
+        return address
+
+    def push_frame(self, channel_id: str, data: bytes) -> None:
+        """Ray transport: queue one encoded frame; returns when the channel has room.
+
+        Calls of a threaded actor may run out of order: frames wait for their turn by
+        sequence number, so the channel stays FIFO."""
+        seq = frame_sequence_number(data)
+        cond = self._order[channel_id]
+        with cond:
+            while self._next_seq[channel_id] != seq:
+                cond.wait(1.0)
+            self.inbox[1][channel_id].writer.push_encoded(data)
+            self._next_seq[channel_id] = seq + 1
+            cond.notify_all()
 
     def run(self, addresses: Dict[str, Dict[str, Any]],
             driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:
@@ -92,6 +128,7 @@ class TaskActor:
         env = _SocketTaskEnvironment(self.listener, addresses, driver_addresses,
                                      config.get(CHANNEL_CREDITS),
                                      config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id)
+        env.ray_inbox = self.inbox
         self.task = StreamTask(self.tdd, env)
         if self._cancelled:
             self.task.cancel()
@@ -145,7 +182,7 @@ class JobMaster:
                                                 job.config)
             name = actor_name(job.job_name, tdd.vertex_name, s.index)
             self.actors[s] = TaskActor.options(
-                name=name, namespace=NAMESPACE, max_concurrency=8,
+                name=name, namespace=NAMESPACE, max_concurrency=8 + len(tdd.inputs),
                 max_restarts=0).remote(tdd)
         subtasks = list(self.actors)
         addrs = ray.get([self.actors[s].address.remote() for s in subtasks])

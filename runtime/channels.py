@@ -46,6 +46,7 @@ __all__ = [
     "ChannelReader",
     "InputGate",
     "encode_frame",
+    "frame_sequence_number",
     "decode_frame",
     "HEADER",
     "InProcessChannel",
@@ -94,6 +95,11 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
     else:
         raise TypeError(f"not a channel frame: {frame!r}")
     return HEADER.pack(len(body), kind, seq) + body
+
+
+def frame_sequence_number(data: bytes) -> int:
+    """The sequence number in an encoded frame's header."""
+    return HEADER.unpack_from(data, 0)[2]
 
 
 _EOP_FRAME = EndOfPartition()
