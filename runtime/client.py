@@ -18,7 +18,7 @@ from .stream_task import TaskFailure
 __all__ = ["JobStatus", "JobOutcome", "JobExecutionResult", "JobExecutionError", "JobClient",
            "JobHandle", "DriverEndpoint", "CollectIterator"]
 
-log = logging.getLogger("flowray")
+from .logs import get_logger
 
 
 class JobStatus(enum.Enum):
@@ -178,7 +178,7 @@ class JobClient:
             self._result = outcome
             self._handle.release()
             level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
-            log.log(level, "flowray: %s", JobExecutionResult(outcome).summary())
+            get_logger().log(level, "flowray: %s", JobExecutionResult(outcome).summary())
             return outcome
 
     def _log_progress(self) -> None:
@@ -187,7 +187,7 @@ class JobClient:
         except Exception:  # progress is best effort
             return
         if p:
-            log.info("flowray: job %r running %.0f s: %s source records, %s records in tasks",
+            get_logger().info("flowray: job %r running %.0f s: %s source records, %s records in tasks",
                      self._handle.job_name, p.get("running_s", 0.0),
                      f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}")
 
