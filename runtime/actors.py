@@ -151,9 +151,12 @@ class JobMaster:
     """Deploys one TaskActor per subtask, wires the channels, watches the tasks, and
     reports the job's outcome. Decisions are made by :class:`JobRun`."""
 
-    def __init__(self, job: PreparedJob, driver_addresses: Dict[str, Dict[str, Any]]) -> None:
+    def __init__(self, job: PreparedJob, driver_addresses: Dict[str, Dict[str, Any]],
+                 name_prefix: str) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         self.job = job
+        self.name_prefix = name_prefix
+        self.task_names: List[str] = []
         self.driver_addresses = driver_addresses
         self.eg = job.execution_graph()
         self.run_state = JobRun(job.job_id, job.job_name, self.eg.subtasks(), SystemClock())
@@ -173,6 +176,8 @@ class JobMaster:
             self._stop_tasks(self.run_state.running())
         finally:
             self._kill_all()
+            for name in self.task_names:  # a next job of the same name can reuse them
+                _wait_name_free(name)
         return self.run_state.outcome()
 
     def _deploy(self) -> None:
@@ -180,7 +185,8 @@ class JobMaster:
         for s in self.eg.subtasks():
             tdd = self.eg.deployment_descriptor(s, job.job_id, job.plan_bytes[s.vertex_id],
                                                 job.config)
-            name = actor_name(job.job_name, tdd.vertex_name, s.index)
+            name = actor_name(self.name_prefix, tdd.vertex_name, s.index)
+            self.task_names.append(name)
             self.actors[s] = TaskActor.options(
                 name=name, namespace=NAMESPACE, max_concurrency=8 + len(tdd.inputs),
                 max_restarts=0).remote(tdd)
@@ -309,16 +315,16 @@ def _wait_name_free(name: str, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def _free_master_name(job_name: str) -> str:
-    base = f"{job_name}/jobmaster"
-    name, n = base, 1
+def _free_name_prefix(job_name: str) -> str:
+    """``job_name``, or ``job_name#2``... while a job of that name is still running."""
+    prefix, n = job_name, 1
     while True:
         try:
-            ray.get_actor(name, namespace=NAMESPACE)
+            ray.get_actor(f"{prefix}/jobmaster", namespace=NAMESPACE)
         except ValueError:
-            return name
+            return prefix
         n += 1
-        name = f"{job_name}#{n}/jobmaster"
+        prefix = f"{job_name}#{n}"
 
 
 class RayExecutor(JobExecutor):
@@ -343,9 +349,10 @@ class RayExecutor(JobExecutor):
         # one listener serves every endpoint: accept them one endpoint after another
         if len(endpoints) > 1:
             _chain_accepts(endpoints)
-        name = _free_master_name(job.job_name)
+        prefix = _free_name_prefix(job.job_name)
+        name = f"{prefix}/jobmaster"
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=0).remote(
-            job, driver_addresses)
+            job, driver_addresses, prefix)
         for ep in endpoints:
             ep.start()
         ref = master.run.remote()

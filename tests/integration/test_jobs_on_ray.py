@@ -161,3 +161,12 @@ def test_slow_sink_bounds_in_flight_batches(ray_session):
     assert all(c["max_in_flight"] <= credits for c in channels)
     assert any(c["blocked"] > 0 for c in channels)  # back-pressure engaged
     assert sum(c["records"] for c in channels) == 4000
+
+
+def test_same_job_name_runs_twice_and_async_client(env):
+    for _ in range(2):
+        env.from_collection([1, 2, 3]).map(lambda x: x * 2).add_sink(lambda v: None)
+        client = env.execute_async("same name")
+        result = client.wait()
+        assert client.get_job_status().value == "FINISHED"
+        assert result.source_records == 3
