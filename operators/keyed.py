@@ -237,7 +237,8 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
     if kind == "sum":
         def agg(a: Any, b: Any) -> Any:
             if type(a) is tuple and type(field) is int:
-                return a[:field] + (a[field] + b[field],) + a[field + 1:]
+                i = field if field >= 0 else field + len(a)
+                return a[:i] + (a[i] + b[i],) + a[i + 1:]
             if scalar and isinstance(a, (int, float)):
                 return a + b
             return _with_field(a, field, _get_field(a, field) + _get_field(b, field))

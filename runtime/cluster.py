@@ -22,7 +22,7 @@ def ensure_ray(config: Configuration) -> None:
     address: Optional[str] = config.get(RAY_ADDRESS) or os.environ.get("RAY_ADDRESS")
     for name in ("ray", "ray.data", "ray._private", "ray.util"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+    kwargs = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
                   namespace=NAMESPACE)
     if address:
         ray.init(address=address, **kwargs)

@@ -67,6 +67,8 @@ def parse_duration_ms(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"duration must be finite: {value!r}")
         if value < 0:
             raise ValueError(f"duration must not be negative: {value!r}")
         return int(value)

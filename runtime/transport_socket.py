@@ -157,6 +157,15 @@ class SocketChannelWriter(ChannelWriter):
         self.closed = False
 
     def in_flight(self) -> int:
+        """Frames not yet taken by the reader (reads returned credits without blocking)."""
+        try:
+            data = self._sock.recv(4096, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            data = None
+        except OSError:
+            data = None
+        if data:
+            self._take_credits(data)
         return self.credits - self._available
 
     def _take_credits(self, data: bytes) -> None:

@@ -154,6 +154,9 @@ def compute_operator_index_for_key_group(
     return key_group * parallelism // max_parallelism
 
 
+_CACHEABLE = frozenset({str, int, bool, float, bytes, tuple})
+
+
 class KeyGroupAssigner:
     """``assign_to_key_group`` with a bounded memo, for the per-record hot path.
 
@@ -173,11 +176,14 @@ class KeyGroupAssigner:
         self._cache_size = cache_size
 
     def __call__(self, key: Any) -> int:
-        try:
-            return self._cache[key]
-        except KeyError:
-            pass
-        except TypeError:  # unhashable key: stable_hash names the problem
+        if type(key) in _CACHEABLE:
+            try:
+                return self._cache[key]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable content: stable_hash names the problem
+                return assign_to_key_group(key, self.max_parallelism)
+        else:  # an unsupported type equal to a cached key must still be rejected
             return assign_to_key_group(key, self.max_parallelism)
         kg = _fmix32(stable_hash(key)) % self.max_parallelism
         if len(self._cache) >= self._cache_size:
