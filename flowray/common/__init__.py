@@ -2,9 +2,10 @@
 
 from flowray.runtime.config import Configuration, ConfigurationError
 
+from .types import Row
 from .typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
 
-__all__ = ["Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
+__all__ = ["Row", "Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
            "TupleTypeInfo", "WatermarkStrategy"]
 
 

@@ -9,7 +9,7 @@ MODULES = [
     "flowray", "flowray.state.key_groups", "flowray.state.descriptors", "flowray.state.heap",
     "flowray.runtime.config", "flowray.runtime.clock", "flowray.runtime.channels",
     "flowray.runtime.watermarks", "flowray.runtime.scheduler", "flowray.runtime.api",
-    "flowray.operators.functions", "flowray.operators.keyed", "flowray.operators.sources",
+    "flowray.operators.functions", "flowray.common.types", "flowray.operators.keyed", "flowray.operators.sources",
 ]
 
 

@@ -361,3 +361,14 @@ def test_keyed_sum_of_last_field():
     out = list(env.from_collection([("a", 1), ("a", 2), ("b", 5)]).key_by(lambda t: t[0])
                .sum(-1).execute_and_collect("sum-last"))
     assert sorted(out) == [("a", 1), ("a", 3), ("b", 5)]
+
+
+def test_row_records_sum_by_field_name():
+    from flowray import Configuration, Row, StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment(
+        Configuration().set_string("execution.target", "local"))
+    rows = [Row(user="a", n=1), Row(user="b", n=5), Row(user="a", n=2)]
+    out = env.from_collection(rows).key_by(lambda r: r.user).sum("n").execute_and_collect(limit=3)
+    assert out == [Row(user="a", n=1), Row(user="b", n=5), Row(user="a", n=3)]
+    assert out[-1].n == 3 and out[-1].user == "a"
