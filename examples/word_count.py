@@ -3,8 +3,6 @@
 Run: ``make run`` (or ``python examples/word_count.py``).
 """
 
-import logging
-
 from flowray import Configuration, StreamExecutionEnvironment
 from flowray.datastream.connectors.number_seq import NumberSequenceSource
 
@@ -18,7 +16,6 @@ TEXT = [
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = Configuration().set_string("parallelism.default", "2")
     env = StreamExecutionEnvironment.get_execution_environment(config)
 
@@ -41,8 +38,7 @@ def main() -> None:
      .reduce(lambda a, b: (a[0], a[1] + b[1]))
      .filter(lambda t: t[1] > 166_000)
      .print())
-    result = env.execute("running sum")
-    print(result.summary())
+    env.execute("running sum")  # logs a one-line summary when it ends
 
 
 if __name__ == "__main__":
