@@ -256,13 +256,13 @@ class JobMaster:
 
 
 class _RayJobHandle(JobHandle):
-    def __init__(self, job: PreparedJob, master: Any, ref: Any, listener: Optional[SocketListener],
-                 master_name: str) -> None:
+    def __init__(self, job: PreparedJob, master: Any, ref: Any,
+                 listeners: List[SocketListener], master_name: str) -> None:
         self.job_id = job.job_id
         self.job_name = job.job_name
         self.master = master
         self.ref = ref
-        self.listener = listener
+        self.listeners = listeners
         self.master_name = master_name
         self._outcome: Optional[JobOutcome] = None
 
@@ -301,8 +301,8 @@ class _RayJobHandle(JobHandle):
         except Exception:
             pass
         _wait_name_free(self.master_name)
-        if self.listener is not None:
-            self.listener.close()
+        for listener in self.listeners:
+            listener.close()
 
 
 def _wait_name_free(name: str, timeout_s: float = 10.0) -> None:
@@ -333,22 +333,20 @@ class RayExecutor(JobExecutor):
     def submit(self, job: PreparedJob) -> JobClient:
         config = Configuration(job.config)
         ensure_ray(config)
-        listener = None
+        listeners: List[SocketListener] = []
         endpoints: List[DriverEndpoint] = []
         driver_addresses: Dict[str, Dict[str, Any]] = {}
         timeout_s = config.get(DEPLOY_TIMEOUT) / 1000.0
         if job.driver_sinks:
             node_id, ip = _node()
-            listener = SocketListener(node_id, ip)
-            for eid, (mode, chans) in job.driver_sinks.items():
-                driver_addresses[eid] = listener.address()
-                endpoints.append(DriverEndpoint(
-                    eid, mode, chans,
-                    lambda ids, stop, l=listener: (l.accept(ids, timeout_s, stop),
-                                                   SocketInputGate())))
-        # one listener serves every endpoint: accept them one endpoint after another
-        if len(endpoints) > 1:
-            _chain_accepts(endpoints)
+        for eid, (mode, chans) in job.driver_sinks.items():
+            listener = SocketListener(node_id, ip)  # one per driver sink
+            listeners.append(listener)
+            driver_addresses[eid] = listener.address()
+            endpoints.append(DriverEndpoint(
+                eid, mode, chans,
+                lambda ids, stop, l=listener: (l.accept(ids, timeout_s, stop),
+                                               SocketInputGate())))
         prefix = _free_name_prefix(job.job_name)
         name = f"{prefix}/jobmaster"
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=0).remote(
@@ -356,28 +354,7 @@ class RayExecutor(JobExecutor):
         for ep in endpoints:
             ep.start()
         ref = master.run.remote()
-        handle = _RayJobHandle(job, master, ref, listener, name)
+        handle = _RayJobHandle(job, master, ref, listeners, name)
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL))
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client
-
-
-def _chain_accepts(endpoints: List[DriverEndpoint]) -> None:
-    """Several driver sinks share one listener; accept all their channels at once, then
-    hand each endpoint its readers."""
-    lock = threading.Lock()
-    accepted: Dict[str, Any] = {}
-    all_ids = [cid for ep in endpoints for cid in ep.channel_ids]
-    originals = [ep._open_readers for ep in endpoints]
-
-    def opener(original: Callable[..., Any]) -> Callable[..., Any]:
-        def open_readers(ids: List[str], stop: Callable[[], bool]) -> Any:
-            with lock:
-                if not accepted:
-                    readers, _ = original(all_ids, stop)
-                    accepted.update(readers)
-            return {cid: accepted[cid] for cid in ids}, SocketInputGate()
-        return open_readers
-
-    for ep, original in zip(endpoints, originals):
-        ep._open_readers = opener(original)

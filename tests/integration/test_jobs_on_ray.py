@@ -170,3 +170,13 @@ def test_same_job_name_runs_twice_and_async_client(env):
         result = client.wait()
         assert client.get_job_status().value == "FINISHED"
         assert result.source_records == 3
+
+
+def test_print_and_collect_in_one_job(env, capsys):
+    env.set_parallelism(2)
+    ds = env.from_collection([1, 2, 3]).map(lambda x: x * 10)
+    ds.print()
+    assert sorted(ds.execute_and_collect("print and collect")) == [10, 20, 30]
+    printed = sorted(line.split("> ")[1] for line in capsys.readouterr().out.splitlines()
+                     if "> " in line)
+    assert printed == ["10", "20", "30"]
