@@ -36,6 +36,10 @@ __all__ = [
     "close_function",
     "iterate_result",
     "keyed_state_methods_used",
+    "StateInitializationContext",
+    "StateSnapshotContext",
+    "CheckpointedFunction",
+    "CheckpointListener",
 ]
 
 MIN_WATERMARK = -(1 << 63)
@@ -147,6 +151,72 @@ class ProcessingTimeService:
         return fired
 
 
+class CheckpointedFunction:
+    """Mix-in for user functions with operator state (Flink's ``CheckpointedFunction``).
+
+    ``initialize_state(context)`` runs before ``open``: get list states from
+    ``context.get_operator_state_store()`` (``get_list_state`` redistributes by even split
+    on rescale, ``get_union_list_state`` gives every subtask everything) and check
+    ``context.is_restored()``. ``snapshot_state(context)`` runs at each checkpoint's
+    synchronous point: write what must survive into those list states.
+    """
+
+    def initialize_state(self, context: "StateInitializationContext") -> None:
+        pass
+
+    def snapshot_state(self, context: "StateSnapshotContext") -> None:
+        pass
+
+
+class CheckpointListener:
+    """Mix-in: ``notify_checkpoint_complete(checkpoint_id)`` after a checkpoint completed
+    (every task acknowledged and its metadata is written); ``notify_checkpoint_aborted``
+    when it was given up. Both may be repeated or skipped for a checkpoint superseded by a
+    later one: act on everything up to ``checkpoint_id``."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        pass
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        pass
+
+
+@dataclass
+class StateInitializationContext:
+    """Given to ``initialize_state``: the operator's state stores and whether it was
+    restored from a checkpoint (``restored_checkpoint_id``)."""
+
+    operator_state_store: Any
+    keyed_state_backend: Optional[KeyedStateBackend] = None
+    restored_checkpoint_id: Optional[int] = None
+
+    def get_operator_state_store(self) -> Any:
+        return self.operator_state_store
+
+    def get_keyed_state_store(self) -> Optional[KeyedStateBackend]:
+        return self.keyed_state_backend
+
+    def is_restored(self) -> bool:
+        return self.restored_checkpoint_id is not None
+
+    def get_restored_checkpoint_id(self) -> Optional[int]:
+        return self.restored_checkpoint_id
+
+
+@dataclass(frozen=True)
+class StateSnapshotContext:
+    """Given to ``snapshot_state``: which checkpoint is being taken."""
+
+    checkpoint_id: int
+    checkpoint_timestamp: int
+
+    def get_checkpoint_id(self) -> int:
+        return self.checkpoint_id
+
+    def get_checkpoint_timestamp(self) -> int:
+        return self.checkpoint_timestamp
+
+
 @dataclass
 class OperatorContext:
     """Everything an operator instance may use from its task."""
@@ -218,6 +288,51 @@ class StreamOperator:
 
     def finish(self) -> None:
         pass
+
+    # -- checkpoints -------------------------------------------------------------------
+    #: the task must not finish before a checkpoint after its end of input completed
+    #: (two-phase-commit sinks commit their last transaction then)
+    requires_final_checkpoint = False
+
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """Before ``open``: restore operator state. The default hands the context to user
+        functions that implement ``initialize_state`` (:class:`CheckpointedFunction`)."""
+        for fn in self.user_functions():
+            hook = getattr(fn, "initialize_state", None)
+            if callable(hook):
+                try:
+                    hook(context)
+                except Exception as e:
+                    raise self.user_error(e) from e
+
+    def snapshot_state(self, context: StateSnapshotContext) -> None:
+        """At the checkpoint's synchronous point: write state into the operator state
+        store. The default calls ``snapshot_state`` of user functions."""
+        for fn in self.user_functions():
+            hook = getattr(fn, "snapshot_state", None)
+            if callable(hook) and hasattr(fn, "initialize_state"):
+                try:
+                    hook(context)
+                except Exception as e:
+                    raise self.user_error(e) from e
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for fn in self.user_functions():
+            hook = getattr(fn, "notify_checkpoint_complete", None)
+            if callable(hook):
+                try:
+                    hook(checkpoint_id)
+                except Exception as e:
+                    raise self.user_error(e) from e
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for fn in self.user_functions():
+            hook = getattr(fn, "notify_checkpoint_aborted", None)
+            if callable(hook):
+                try:
+                    hook(checkpoint_id)
+                except Exception as e:
+                    raise self.user_error(e) from e
 
     def close(self) -> None:
         pass

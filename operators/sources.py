@@ -18,7 +18,11 @@ import enum
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
-from .base import StreamOperator
+from flowray.state.descriptors import ListStateDescriptor
+
+from .base import StateInitializationContext, StateSnapshotContext, StreamOperator
+
+_READER_STATE = "source-reader-state"
 
 __all__ = [
     "Boundedness",
@@ -160,12 +164,32 @@ class SourceOperator(StreamOperator):
     def user_functions(self) -> List[Any]:
         return [self.source]
 
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """The reader's position lives in operator list state (one element per subtask)."""
+        self._position = context.get_operator_state_store().get_list_state(
+            ListStateDescriptor(_READER_STATE))
+        restored = list(self._position.get()) if context.is_restored() else []
+        self._restored_position = restored
+
     def open(self) -> None:
         try:
             self.reader = self.source.create_reader(
                 SourceReaderContext(self.ctx.subtask_index, self.ctx.parallelism))
+            restored = getattr(self, "_restored_position", None)
+            if restored:
+                if len(restored) != 1:
+                    raise ValueError(f"expected one reader position to restore, got "
+                                     f"{len(restored)} (was the source rescaled?)")
+                self.reader.restore_state(restored[0])
         except Exception as e:
             raise self.user_error(e) from e
+
+    def snapshot_state(self, context: StateSnapshotContext) -> None:
+        try:
+            position = self.reader.snapshot_state()
+        except Exception as e:
+            raise self.user_error(e) from e
+        self._position.update([position])
 
     def emit_next(self, max_records: int) -> Optional[int]:
         """Emit one batch; the number emitted, or ``None`` when the source has ended."""

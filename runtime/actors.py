@@ -8,23 +8,27 @@ on direct socket connections (:mod:`flowray.runtime.transport_socket`). Both act
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
+import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from .channels import ChannelReader, ChannelWriter, InputGate
-from .client import DriverEndpoint, JobClient, JobHandle, JobOutcome, JobStatus
+from .client import (DriverConnections, DriverEndpoint, JobClient, JobHandle, JobOutcome,
+                     JobStatus)
 from .clock import SystemClock
 from .cluster import NAMESPACE, ensure_ray
 from .config import CHANNEL_CREDITS, DEPLOY_TIMEOUT, PROGRESS_INTERVAL, Configuration
 from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .executor import JobExecutor, PreparedJob
-from .scheduler import Decision, JobRun
-from .stream_task import StreamTask, TaskEnvironment, TaskResult
+from .scheduler import JobScheduler, TaskDeployer
+from .stream_task import StreamTask, TaskEnvironment, TaskFailure, TaskResult
+from .task_checkpoints import CheckpointResponder
 from .channels import InProcessChannel, InProcessGate, frame_sequence_number
 from .config import CHANNEL_TRANSPORT
 from .transport_ray import RayChannelWriter
@@ -34,7 +38,6 @@ __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
 
 log = logging.getLogger("flowray")
 
-CANCEL_GRACE_S = 5.0
 
 
 def actor_name(job_name: str, vertex_name: str, index: int) -> str:
@@ -79,18 +82,62 @@ class _SocketTaskEnvironment(TaskEnvironment):
                                self.node_id, self.timeout_s)
 
 
+class _RayResponder(CheckpointResponder):
+    """Checkpoint answers to the job master; ``flush`` waits until they were received."""
+
+    def __init__(self, master: Any, attempt: int) -> None:
+        self.master = master
+        self.attempt = attempt
+        self._refs: List[Any] = []
+        self._lock = threading.Lock()
+
+    def _sent(self, ref: Any) -> None:
+        with self._lock:
+            self._refs = [r for r in self._refs if not _is_ready(r)]
+            self._refs.append(ref)
+
+    def acknowledge_checkpoint(self, subtask, checkpoint_id, snapshot, metrics) -> None:
+        self._sent(self.master.acknowledge_checkpoint.remote(
+            self.attempt, subtask, checkpoint_id, snapshot, metrics))
+
+    def decline_checkpoint(self, subtask, checkpoint_id, reason, message) -> None:
+        self._sent(self.master.decline_checkpoint.remote(
+            self.attempt, subtask, checkpoint_id, reason, message))
+
+    def task_ended_input(self, subtask) -> None:
+        self._sent(self.master.task_ended_input.remote(self.attempt, subtask))
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        with self._lock:
+            refs, self._refs = self._refs, []
+        if refs:
+            try:
+                ray.get(refs, timeout=timeout_s)
+            except Exception:  # the master is gone or slow: the result still goes out
+                pass
+
+
+def _is_ready(ref: Any) -> bool:
+    ready, _ = ray.wait([ref], timeout=0)
+    return bool(ready)
+
+
 @ray.remote(num_cpus=0, max_concurrency=8)
 class TaskActor:
     """One subtask. ``run`` executes the task loop and returns its :class:`TaskResult`;
-    ``cancel`` and ``metrics`` are served from other threads meanwhile."""
+    ``cancel``, checkpoint triggers and notifications are served from other threads
+    meanwhile and reach the task through its mailbox."""
 
-    def __init__(self, tdd: TaskDeploymentDescriptor) -> None:
+    def __init__(self, tdd: TaskDeploymentDescriptor, master: Any = None) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         self.tdd = tdd
+        self.master = master
         self.node_id, ip = _node()
         self.listener = SocketListener(self.node_id, ip)
         self.task: Optional[StreamTask] = None
         self._cancelled = False
+        self._early: List[Callable[[StreamTask], None]] = []
+        self._lock = threading.Lock()
         config = Configuration(tdd.config)
         self.transport = config.get(CHANNEL_TRANSPORT)
         self.inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
@@ -129,13 +176,38 @@ class TaskActor:
                                      config.get(CHANNEL_CREDITS),
                                      config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id)
         env.ray_inbox = self.inbox
-        self.task = StreamTask(self.tdd, env)
+        responder = _RayResponder(self.master, self.tdd.attempt)
+        if self.master is not None:
+            env.responder = responder
+        task = StreamTask(self.tdd, env)
+        with self._lock:
+            self.task = task
+            early, self._early = self._early, []
+        for action in early:
+            action(task)
         if self._cancelled:
-            self.task.cancel()
+            task.cancel()
         try:
-            return self.task.run()
+            return task.run()
         finally:
             self.listener.close()
+            responder.flush()
+
+    def _to_task(self, action: Callable[[StreamTask], None]) -> None:
+        with self._lock:
+            if self.task is None:
+                self._early.append(action)
+                return
+        action(self.task)
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int, is_savepoint: bool) -> None:
+        self._to_task(lambda t: t.trigger_checkpoint(checkpoint_id, timestamp, is_savepoint))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_complete(checkpoint_id))
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_aborted(checkpoint_id))
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -145,114 +217,185 @@ class TaskActor:
     def metrics(self) -> Dict[str, Any]:
         return self.task.metrics() if self.task is not None else {}
 
+    def pid(self) -> int:
+        import os
+        return os.getpid()
+
 
 @ray.remote(num_cpus=0, max_concurrency=16)
-class JobMaster:
-    """Deploys one TaskActor per subtask, wires the channels, watches the tasks, and
-    reports the job's outcome. Decisions are made by :class:`JobRun`."""
+class JobMaster(TaskDeployer):
+    """Deploys one TaskActor per subtask, wires the channels, runs the checkpoint
+    coordinator, watches the tasks and restarts them. Decisions are made by
+    :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
+    (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
     def __init__(self, job: PreparedJob, driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         self.job = job
         self.name_prefix = name_prefix
-        self.task_names: List[str] = []
         self.driver_addresses = driver_addresses
         self.eg = job.execution_graph()
-        self.run_state = JobRun(job.job_id, job.job_name, self.eg.subtasks(), SystemClock())
         self.actors: Dict[SubtaskId, Any] = {}
+        self.refs: Dict[Any, Tuple[int, SubtaskId]] = {}
+        self.events: "queue.Queue[Callable[[], None]]" = queue.Queue()
         self._cancel = threading.Event()
+        self._lock = threading.Lock()
         self._started = time.monotonic()
+        self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
+                                      SystemClock(), job.config)
 
+    # -- the loop ----------------------------------------------------------------------
     def run(self) -> JobOutcome:
+        sched = self.scheduler
+        self.me = ray.get_runtime_context().current_actor
         try:
-            self._deploy()
-            self._watch()
-        except Exception as e:  # deployment failed: report it as the job's failure
-            if self.run_state.failure is None:
-                self.run_state.on_lost(next(iter(self.run_state.states)),
-                                       f"deployment failed: {type(e).__name__}: {e}")
-            self.run_state.cancel()
-            self._stop_tasks(self.run_state.running())
+            with self._lock:
+                sched.start()
+            while not sched.is_done:
+                self._step()
+        except Exception as e:  # a bug or a deployment failure: report it as the failure
+            log.exception("flowray: job master failed")
+            with self._lock:
+                if sched.failure is None:
+                    sched.failure = TaskFailure("JobMaster", None, type(e).__name__, str(e),
+                                                traceback.format_exc(), False)
+                sched.status = JobStatus.FAILED
         finally:
-            self._kill_all()
-            for name in self.task_names:  # a next job of the same name can reuse them
-                _wait_name_free(name)
-        return self.run_state.outcome()
+            self._kill(list(self.actors))
+            for s in list(self.actors):
+                _wait_name_free(self._name(s))
+        with self._lock:
+            return sched.outcome()
 
-    def _deploy(self) -> None:
-        job = self.job
-        for s in self.eg.subtasks():
-            tdd = self.eg.deployment_descriptor(s, job.job_id, job.plan_bytes[s.vertex_id],
-                                                job.config)
-            name = actor_name(self.name_prefix, tdd.vertex_name, s.index)
-            self.task_names.append(name)
-            self.actors[s] = TaskActor.options(
-                name=name, namespace=NAMESPACE, max_concurrency=8 + len(tdd.inputs),
-                max_restarts=0).remote(tdd)
-        subtasks = list(self.actors)
-        addrs = ray.get([self.actors[s].address.remote() for s in subtasks])
-        addresses = {s.key: a for s, a in zip(subtasks, addrs)}
-        self.refs = {self.actors[s].run.remote(addresses, self.driver_addresses): s
-                     for s in subtasks}
-        self.run_state.deployed()
-
-    def _watch(self) -> None:
-        pending = dict(self.refs)
-        cancel_sent_at: Optional[float] = None
-        while pending:
-            if self._cancel.is_set() and cancel_sent_at is None:
-                self.run_state.cancel()
-                self._stop_tasks(self.run_state.running())
-                cancel_sent_at = time.monotonic()
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+    def _step(self) -> None:
+        sched = self.scheduler
+        if self._cancel.is_set():
+            self._cancel.clear()
+            with self._lock:
+                sched.cancel()
+        ready: List[Any] = []
+        if self.refs:
+            ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0.02)
+        else:
+            time.sleep(0.02)
+        with self._lock:
+            while True:
+                try:
+                    self.events.get_nowait()()
+                except queue.Empty:
+                    break
             for ref in ready:
-                s = pending.pop(ref)
+                attempt, s = self.refs.pop(ref)
                 try:
                     result: TaskResult = ray.get(ref)
-                    decision = self.run_state.on_result(result)
+                    sched.on_task_result(attempt, result)
                 except (RayActorError, RayTaskError) as e:
-                    decision = self.run_state.on_lost(
-                        s, f"the actor of subtask {s.key} died: {type(e).__name__}: {e}")
-                if decision is Decision.CANCEL_ALL and cancel_sent_at is None:
-                    self._stop_tasks(self.run_state.running())
-                    cancel_sent_at = time.monotonic()
-            if cancel_sent_at is not None and time.monotonic() - cancel_sent_at > CANCEL_GRACE_S:
-                for ref, s in list(pending.items()):
-                    self.run_state.on_lost(s, "did not stop after cancel; killed")
-                    pending.pop(ref)
-                self._kill_all()
+                    sched.on_task_lost(attempt, s, f"the actor of subtask {s.key} died: "
+                                                   f"{type(e).__name__}: {e}")
+            sched.tick()
 
-    def _stop_tasks(self, subtasks: List[SubtaskId]) -> None:
+    # -- TaskDeployer ------------------------------------------------------------------
+    def _name(self, s: SubtaskId) -> str:
+        return actor_name(self.name_prefix, self.eg.vertex(s).name, s.index)
+
+    def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None:
+        subtasks = [d.subtask for d in descriptors]
+        old = [s for s in subtasks if s in self.actors]
+        if old:
+            self._kill(old)
+            for s in old:
+                _wait_name_free(self._name(s))
+        self.refs = {r: v for r, v in self.refs.items() if v[1] not in set(subtasks)}
+        for d in descriptors:
+            self.actors[d.subtask] = TaskActor.options(
+                name=self._name(d.subtask), namespace=NAMESPACE,
+                max_concurrency=8 + len(d.inputs), max_restarts=0).remote(d, self.me)
+        addrs = ray.get([self.actors[s].address.remote() for s in self.eg.subtasks()])
+        addresses = {s.key: a for s, a in zip(self.eg.subtasks(), addrs)}
+        for s in subtasks:
+            ref = self.actors[s].run.remote(addresses, self.driver_addresses)
+            self.refs[ref] = (attempt, s)
+
+    def cancel_tasks(self, subtasks) -> None:
         for s in subtasks:
             actor = self.actors.get(s)
             if actor is not None:
                 actor.cancel.remote()
 
-    def _kill_all(self) -> None:
-        for actor in self.actors.values():
+    def kill(self, subtasks) -> None:
+        self._kill(list(subtasks))
+
+    def _kill(self, subtasks: List[SubtaskId]) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is None:
+                continue
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:
                 pass
+        dead = set(subtasks)
+        self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
 
+    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint)
+
+    def notify_complete(self, subtask, checkpoint_id) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.notify_checkpoint_complete.remote(checkpoint_id)
+
+    def notify_aborted(self, subtask, checkpoint_id, reason) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.notify_checkpoint_aborted.remote(checkpoint_id)
+
+    # -- calls from tasks (queued for the loop thread) -----------------------------------
+    def acknowledge_checkpoint(self, attempt, subtask, checkpoint_id, snapshot, metrics) -> None:
+        self.events.put(lambda: self.scheduler.on_acknowledge(
+            attempt, subtask, checkpoint_id, snapshot, metrics))
+
+    def decline_checkpoint(self, attempt, subtask, checkpoint_id, reason, message) -> None:
+        self.events.put(lambda: self.scheduler.on_decline(
+            attempt, subtask, checkpoint_id, reason, message))
+
+    def task_ended_input(self, attempt, subtask) -> None:
+        self.events.put(lambda: self.scheduler.on_ended_input(attempt, subtask))
+
+    # -- calls from the driver ---------------------------------------------------------
     def cancel(self) -> None:
         self._cancel.set()
 
     def status(self) -> str:
-        return self.run_state.status.value
+        return self.scheduler.status.value
+
+    def checkpoint_stats(self) -> Dict[str, Any]:
+        with self._lock:
+            return self.scheduler.checkpoint_stats()
+
+    def task_actor_names(self) -> Dict[str, str]:
+        """Subtask key -> actor name of the current attempt (tests kill them)."""
+        with self._lock:
+            return {s.key: self._name(s) for s in self.scheduler.running()}
 
     def progress(self) -> Dict[str, Any]:
-        refs = [a.metrics.remote() for s, a in self.actors.items()
-                if s in set(self.run_state.running())]
+        with self._lock:
+            running = set(self.scheduler.running())
+            restarts = self.scheduler.restarts
+            checkpoints = self.scheduler.stats.counts().get("completed", 0)
+        refs = [a.metrics.remote() for s, a in self.actors.items() if s in running]
         try:
             ms = ray.get(refs, timeout=5)
-        except GetTimeoutError:
+        except (GetTimeoutError, RayActorError):
             return {}
         return {"running_s": time.monotonic() - self._started,
                 "records_in": sum(m.get("records_in", 0) for m in ms if m),
                 "source_records": sum(m.get("records_in", 0) for m in ms
-                                      if m and m.get("is_source"))}
+                                      if m and m.get("is_source")),
+                "checkpoints": checkpoints, "restarts": restarts}
 
 
 class _RayJobHandle(JobHandle):
@@ -295,6 +438,14 @@ class _RayJobHandle(JobHandle):
     def progress(self) -> Dict[str, Any]:
         return ray.get(self.master.progress.remote(), timeout=10)
 
+    def checkpoint_stats(self) -> Dict[str, Any]:
+        if self._outcome is not None:
+            return dict(self._outcome.checkpoint_stats)
+        return ray.get(self.master.checkpoint_stats.remote(), timeout=10)
+
+    def task_actor_names(self) -> Dict[str, str]:
+        return ray.get(self.master.task_actor_names.remote(), timeout=10)
+
     def release(self) -> None:
         try:
             ray.kill(self.master, no_restart=True)
@@ -327,6 +478,16 @@ def _free_name_prefix(job_name: str) -> str:
         prefix = f"{job_name}#{n}"
 
 
+class _SocketDriverConnections(DriverConnections):
+    def __init__(self, listener: SocketListener, allowed: set) -> None:
+        self.listener = listener
+        self.allowed = allowed
+        self.gate = SocketInputGate()
+
+    def poll_new(self, timeout_s: float) -> List[ChannelReader]:
+        return self.listener.accept_ready(self.allowed, timeout_s)
+
+
 class RayExecutor(JobExecutor):
     """Runs jobs as Ray actors; starts or joins Ray as configured."""
 
@@ -336,17 +497,14 @@ class RayExecutor(JobExecutor):
         listeners: List[SocketListener] = []
         endpoints: List[DriverEndpoint] = []
         driver_addresses: Dict[str, Dict[str, Any]] = {}
-        timeout_s = config.get(DEPLOY_TIMEOUT) / 1000.0
         if job.driver_sinks:
             node_id, ip = _node()
         for eid, (mode, chans) in job.driver_sinks.items():
             listener = SocketListener(node_id, ip)  # one per driver sink
             listeners.append(listener)
             driver_addresses[eid] = listener.address()
-            endpoints.append(DriverEndpoint(
-                eid, mode, chans,
-                lambda ids, stop, l=listener: (l.accept(ids, timeout_s, stop),
-                                               SocketInputGate())))
+            endpoints.append(DriverEndpoint(eid, mode, chans,
+                                            _SocketDriverConnections(listener, set(chans))))
         prefix = _free_name_prefix(job.job_name)
         name = f"{prefix}/jobmaster"
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=0).remote(

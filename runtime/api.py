@@ -33,6 +33,7 @@ from flowray.operators.sinks import (
 )
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
 
+from .checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategyConfiguration
 from .client import CollectIterator, JobClient, JobExecutionResult
 from .config import (
     EXECUTION_TARGET,
@@ -139,6 +140,40 @@ class StreamExecutionEnvironment:
 
     def set_runtime_mode(self, mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
         self._config.set_string("execution.runtime-mode", mode.value)
+        return self
+
+    # -- checkpoints and restarts ----------------------------------------------------------
+    def enable_checkpointing(self, interval: int,
+                             mode: Optional[CheckpointingMode] = None
+                             ) -> "StreamExecutionEnvironment":
+        """Checkpoint every ``interval`` ms (``execution.checkpointing.interval``), in
+        ``mode`` (default EXACTLY_ONCE)."""
+        cc = self.get_checkpoint_config()
+        cc.set_checkpoint_interval(interval)
+        if mode is not None:
+            cc.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return CheckpointConfig(self._config)
+
+    def get_checkpoint_interval(self) -> int:
+        return self.get_checkpoint_config().get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self.get_checkpoint_config().get_checkpointing_mode()
+
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
+                             ) -> "StreamExecutionEnvironment":
+        """As PyFlink's: e.g. ``RestartStrategies.fixed_delay_restart(3, 10000)``."""
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise TypeError("expected a RestartStrategies.* configuration, got "
+                            f"{restart_strategy_configuration!r}")
+        for key in list(self._config.key_set()):
+            if key.startswith("restart-strategy."):
+                self._config.remove_config(key)
+        for k, v in restart_strategy_configuration.to_dict().items():
+            self._config.set_string(k, v)
         return self
 
     def set_executor(self, executor: JobExecutor) -> "StreamExecutionEnvironment":

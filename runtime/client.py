@@ -16,7 +16,7 @@ from .elements import EndOfPartition, RecordBatch
 from .stream_task import TaskFailure
 
 __all__ = ["JobStatus", "JobOutcome", "JobExecutionResult", "JobExecutionError", "JobClient",
-           "JobHandle", "DriverEndpoint", "CollectIterator"]
+           "JobHandle", "DriverEndpoint", "DriverConnections", "CollectIterator"]
 
 from .logs import get_logger
 
@@ -29,6 +29,7 @@ class JobStatus(enum.Enum):
     FAILED = "FAILED"
     CANCELLING = "CANCELLING"
     CANCELED = "CANCELED"
+    RESTARTING = "RESTARTING"
 
     def is_globally_terminal_state(self) -> bool:
         return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
@@ -46,6 +47,7 @@ class JobOutcome:
     task_metrics: List[Dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
     checkpoints: int = 0
+    checkpoint_stats: Dict[str, Any] = field(default_factory=dict)
 
 
 class JobExecutionError(RuntimeError):
@@ -91,12 +93,19 @@ class JobExecutionResult:
     def source_records(self) -> int:
         return sum(m.get("records_in", 0) for m in self.task_metrics if m.get("is_source"))
 
+    def get_checkpoint_stats(self) -> Dict[str, Any]:
+        return dict(self.outcome.checkpoint_stats)
+
     def summary(self) -> str:
         o = self.outcome
         tasks = len(o.task_metrics)
-        return (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
+        text = (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
                 f"{self.source_records:,} source records, {tasks} tasks, "
                 f"{o.checkpoints} checkpoints, {o.restarts} restarts")
+        detail = o.checkpoint_stats.get("summary") if o.checkpoint_stats else None
+        if o.checkpoints and detail:
+            text += f" ({detail})"
+        return text
 
     def __repr__(self) -> str:
         return f"JobExecutionResult({self.summary()})"
@@ -119,6 +128,9 @@ class JobHandle:
         raise NotImplementedError
 
     def progress(self) -> Dict[str, Any]:
+        return {}
+
+    def checkpoint_stats(self) -> Dict[str, Any]:
         return {}
 
     def release(self) -> None:
@@ -147,6 +159,14 @@ class JobClient:
     def cancel(self) -> None:
         if self._result is None:
             self._handle.cancel()
+
+    def get_checkpoint_stats(self) -> Dict[str, Any]:
+        """Checkpoints so far: ``counts`` (triggered, completed, failed, in progress),
+        ``history`` (per checkpoint: id, status, duration, size, per-task sync/async/
+        alignment times), ``summary`` (one line) and ``restarts``."""
+        if self._result is not None:
+            return dict(self._result.checkpoint_stats)
+        return self._handle.checkpoint_stats()
 
     def wait(self, timeout_s: Optional[float] = None) -> JobExecutionResult:
         """Block until the job ends; its result, or :class:`JobExecutionError`."""
@@ -192,23 +212,40 @@ class JobClient:
                      f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}")
 
 
+class DriverConnections:
+    """Where a driver endpoint gets its channels: ``poll_new`` returns readers of channels
+    that connected since the last call (a restarted task connects again); ``gate`` waits
+    on them."""
+
+    gate: InputGate
+
+    def poll_new(self, timeout_s: float) -> List[ChannelReader]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
 class DriverEndpoint:
     """Receives records that sink tasks send to the driver (``print``/``collect``).
 
-    A thread polls the readers; ``on_records`` gets each batch. For collect, ``on_records``
-    puts into a bounded queue, so a slow consumer stops the polling and back-pressure
-    reaches the job through the channel credits.
+    A thread polls the channels; each batch goes to stdout (print) or to a bounded queue
+    (collect), so a slow consumer stops the polling and back-pressure reaches the job
+    through the channel credits. After a failover the restarted sink tasks connect again
+    and their records are delivered too: across restarts print and collect are
+    at-least-once (records after the restored checkpoint are sent again).
     """
 
     def __init__(self, endpoint_id: str, mode: str, channel_ids: List[str],
-                 open_readers: Callable[[List[str], Callable[[], bool]], Any],
-                 capacity: int = 16) -> None:
+                 connections: DriverConnections, capacity: int = 16) -> None:
         self.endpoint_id = endpoint_id
         self.mode = mode
         self.channel_ids = channel_ids
         self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=capacity)
         self._stop = threading.Event()
-        self._open_readers = open_readers
+        self._all_ended = threading.Event()
+        self._end_put = False
+        self._connections = connections
         self.error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, name=f"flowray-driver-{mode}",
                                         daemon=True)
@@ -229,33 +266,51 @@ class DriverEndpoint:
                 continue
 
     def _run(self) -> None:
+        conns = self._connections
+        readers: Dict[str, ChannelReader] = {}
+        ended: set = set()
+        wanted = set(self.channel_ids)
         try:
-            readers, gate = self._open_readers(self.channel_ids, self._stop.is_set)
-            active: List[ChannelReader] = list(readers.values())
-            while active and not self._stop.is_set():
-                for r in gate.wait(active, 0.1):
-                    while True:
-                        frame = r.poll()
-                        if frame is None:
-                            break
-                        if type(frame) is RecordBatch:
-                            self._deliver(frame.records)
-                        elif type(frame) is EndOfPartition:
-                            active.remove(r)
-                            break
-            for r in readers.values():
-                r.close()
-            gate.close()
-        except ChannelClosedError as e:
-            if not self._stop.is_set():
-                self.error = e
+            while not self._stop.is_set():
+                live = [r for cid, r in readers.items() if cid not in ended]
+                for r in conns.poll_new(0.0 if live else 0.05):
+                    old = readers.get(r.channel_id)
+                    if old is not None:
+                        old.close()
+                    readers[r.channel_id] = r
+                    ended.discard(r.channel_id)
+                    self._all_ended.clear()
+                live = [r for cid, r in readers.items() if cid not in ended]
+                for r in (conns.gate.wait(live, 0.05) if live else []):
+                    try:
+                        while True:
+                            frame = r.poll()
+                            if frame is None:
+                                break
+                            if type(frame) is RecordBatch:
+                                self._deliver(frame.records)
+                            elif type(frame) is EndOfPartition:
+                                ended.add(r.channel_id)
+                                break
+                    except ChannelClosedError:
+                        # the producer died; its restarted attempt connects again
+                        r.close()
+                        readers.pop(r.channel_id, None)
+                if ended >= wanted and not self._all_ended.is_set():
+                    self._all_ended.set()
+                    self._put_end()
         except BaseException as e:  # noqa: BLE001 - reported to the iterator
             self.error = e
         finally:
-            self._put_end()
+            for r in readers.values():
+                r.close()
+            conns.close()
+            if not self._all_ended.is_set():
+                self._put_end()
 
     def _put_end(self) -> None:
-        if self.mode == "collect":
+        if self.mode == "collect" and not self._end_put:
+            self._end_put = True
             while True:
                 try:
                     self.queue.put(_END, timeout=0.1)
@@ -269,8 +324,8 @@ class DriverEndpoint:
 
     def finish(self, job_succeeded: bool) -> None:
         """The job ended: wait for the records already sent, then stop."""
-        if job_succeeded:
-            self._thread.join(timeout=30)
+        if job_succeeded and self._thread.ident is not None:
+            self._all_ended.wait(timeout=30)
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(timeout=5)

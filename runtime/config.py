@@ -36,6 +36,28 @@ __all__ = [
     "DEPLOY_TIMEOUT",
     "PROGRESS_INTERVAL",
     "EXECUTION_TARGET",
+    "CHECKPOINTING_INTERVAL",
+    "CHECKPOINTING_MODE",
+    "CHECKPOINTING_TIMEOUT",
+    "CHECKPOINTING_MIN_PAUSE",
+    "CHECKPOINTING_MAX_CONCURRENT",
+    "CHECKPOINTING_TOLERABLE_FAILURES",
+    "CHECKPOINTING_UNALIGNED",
+    "CHECKPOINTS_DIR",
+    "CHECKPOINTS_NUM_RETAINED",
+    "RESTART_STRATEGY_TYPE",
+    "FIXED_DELAY_ATTEMPTS",
+    "FIXED_DELAY_DELAY",
+    "FAILURE_RATE_MAX_FAILURES",
+    "FAILURE_RATE_INTERVAL",
+    "FAILURE_RATE_DELAY",
+    "EXP_DELAY_INITIAL_BACKOFF",
+    "EXP_DELAY_MAX_BACKOFF",
+    "EXP_DELAY_MULTIPLIER",
+    "EXP_DELAY_RESET_THRESHOLD",
+    "EXP_DELAY_JITTER",
+    "EXP_DELAY_ATTEMPTS_BEFORE_RESET",
+    "parse_count_or_infinite",
 ]
 
 
@@ -223,6 +245,109 @@ EXECUTION_TARGET = _option("execution.target", _parse_str, "ray",
                            "driver; for tests and debugging).", choices=("ray", "local"))
 PROGRESS_INTERVAL = _option("flowray.progress-interval", parse_duration_ms, 10_000,
                             "How often a running job logs a progress line (0: never).")
+
+
+
+# -- checkpointing (Flink's keys and defaults) ------------------------------------------
+INFINITE = (1 << 31) - 1  # Flink's Integer.MAX_VALUE for "no limit"
+
+
+def parse_count_or_infinite(value: Any) -> int:
+    """A non-negative count, or ``"infinite"`` / ``"inf"`` (Flink's Integer.MAX_VALUE)."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinite", "infinity"):
+        return INFINITE
+    n = _parse_int(value)
+    if n < 0:
+        raise ValueError("must not be negative")
+    return n
+
+
+def _non_negative(v: Any) -> Optional[str]:
+    return None if v >= 0 else "must not be negative"
+
+
+def _at_least_one(v: Any) -> Optional[str]:
+    return None if v >= 1 else "must be at least 1"
+
+
+CHECKPOINTING_INTERVAL = _option(
+    "execution.checkpointing.interval", parse_duration_ms, None,
+    "Time between checkpoint triggers; unset: checkpointing is off.", check=_positive)
+CHECKPOINTING_MODE = _option(
+    "execution.checkpointing.mode", _parse_str, "EXACTLY_ONCE",
+    "EXACTLY_ONCE (barriers are aligned) or AT_LEAST_ONCE (never blocks an input).",
+    choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
+    aliases={"exactly-once": "exactly_once", "at-least-once": "at_least_once"})
+CHECKPOINTING_TIMEOUT = _option(
+    "execution.checkpointing.timeout", parse_duration_ms, 600_000,
+    "A checkpoint not complete after this long is aborted (reason: expired).", check=_positive)
+CHECKPOINTING_MIN_PAUSE = _option(
+    "execution.checkpointing.min-pause", parse_duration_ms, 0,
+    "Least time between the end of one checkpoint and the trigger of the next.")
+CHECKPOINTING_MAX_CONCURRENT = _option(
+    "execution.checkpointing.max-concurrent-checkpoints", _parse_int, 1,
+    "Checkpoints that may be in progress at once.", check=_at_least_one)
+CHECKPOINTING_TOLERABLE_FAILURES = _option(
+    "execution.checkpointing.tolerable-failed-checkpoints", _parse_int, 0,
+    "Consecutive checkpoint failures (expired, failed asynchronous part, storage errors) "
+    "tolerated before the job fails over.", check=_non_negative)
+CHECKPOINTING_UNALIGNED = _option(
+    "execution.checkpointing.unaligned", _parse_bool, False,
+    "Unaligned checkpoints (not supported: must be false).",
+    check=lambda v: "unaligned checkpoints are not supported yet" if v else None)
+CHECKPOINTS_DIR = _option(
+    "state.checkpoints.dir", _parse_str, None,
+    "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "
+    "shared mount); unset: ./flowray-checkpoints under the working directory.")
+CHECKPOINTS_NUM_RETAINED = _option(
+    "state.checkpoints.num-retained", _parse_int, 1,
+    "Completed checkpoints kept; older ones are subsumed and deleted.", check=_at_least_one)
+
+# -- restart strategies ------------------------------------------------------------------
+RESTART_STRATEGY_TYPE = _option(
+    "restart-strategy.type", _parse_str, None,
+    "none | fixed-delay | failure-rate | exponential-delay; unset: none without "
+    "checkpointing, exponential-delay with it.",
+    choices=("none", "fixed-delay", "failure-rate", "exponential-delay"),
+    aliases={"off": "none", "disable": "none", "fixeddelay": "fixed-delay",
+             "failurerate": "failure-rate", "exponentialdelay": "exponential-delay"})
+FIXED_DELAY_ATTEMPTS = _option(
+    "restart-strategy.fixed-delay.attempts", parse_count_or_infinite, 1,
+    "Restarts allowed before the job fails.")
+FIXED_DELAY_DELAY = _option(
+    "restart-strategy.fixed-delay.delay", parse_duration_ms, 1_000,
+    "Wait between a failure and the restart.")
+FAILURE_RATE_MAX_FAILURES = _option(
+    "restart-strategy.failure-rate.max-failures-per-interval", _parse_int, 1,
+    "Failures within one interval that are still restarted.", check=_at_least_one)
+FAILURE_RATE_INTERVAL = _option(
+    "restart-strategy.failure-rate.failure-rate-interval", parse_duration_ms, 60_000,
+    "The window in which failures are counted.", check=_positive)
+FAILURE_RATE_DELAY = _option(
+    "restart-strategy.failure-rate.delay", parse_duration_ms, 1_000,
+    "Wait between a failure and the restart.")
+EXP_DELAY_INITIAL_BACKOFF = _option(
+    "restart-strategy.exponential-delay.initial-backoff", parse_duration_ms, 1_000,
+    "First wait after a failure.")
+EXP_DELAY_MAX_BACKOFF = _option(
+    "restart-strategy.exponential-delay.max-backoff", parse_duration_ms, 60_000,
+    "Longest wait between restarts.")
+EXP_DELAY_MULTIPLIER = _option(
+    "restart-strategy.exponential-delay.backoff-multiplier", _parse_float, 1.5,
+    "Factor applied to the wait after each failure.",
+    check=lambda v: None if v > 1.0 else "must be greater than 1.0")
+EXP_DELAY_RESET_THRESHOLD = _option(
+    "restart-strategy.exponential-delay.reset-backoff-threshold", parse_duration_ms,
+    3_600_000, "A job that ran this long without failing starts again from the initial "
+    "backoff.", check=_positive)
+EXP_DELAY_JITTER = _option(
+    "restart-strategy.exponential-delay.jitter-factor", _parse_float, 0.1,
+    "Random spread of the wait, as a fraction of it (0 to 1).",
+    check=lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1")
+EXP_DELAY_ATTEMPTS_BEFORE_RESET = _option(
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+    parse_count_or_infinite, INFINITE,
+    "Restarts allowed before the backoff is reset; more fail the job.", check=_at_least_one)
 
 
 class Configuration:

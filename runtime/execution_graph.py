@@ -7,7 +7,7 @@ producer subtask to every consumer subtask. Channel ids are ``"<edge>/<producer>
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 
@@ -63,6 +63,9 @@ class TaskDeploymentDescriptor:
     config: Dict[str, Any]
     attempt: int = 0
     driver_endpoints: Dict[str, Any] = field(default_factory=dict)
+    # the checkpoint this attempt starts from, and this subtask's state in it
+    restore_checkpoint_id: Optional[int] = None
+    restore_state: Any = None  # flowray.state.snapshot.TaskStateSnapshot
 
     @property
     def task_name(self) -> str:
@@ -118,8 +121,9 @@ class ExecutionGraph:
 
     def deployment_descriptor(self, subtask: SubtaskId, job_id: str, plan_bytes: bytes,
                               config: Dict[str, Any], attempt: int = 0,
-                              driver_endpoints: Dict[str, Any] | None = None
-                              ) -> TaskDeploymentDescriptor:
+                              driver_endpoints: Dict[str, Any] | None = None,
+                              restore_checkpoint_id: Optional[int] = None,
+                              restore_state: Any = None) -> TaskDeploymentDescriptor:
         v = self.vertex(subtask)
         kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism,
                                                          subtask.index)
@@ -127,4 +131,8 @@ class ExecutionGraph:
             self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
-            dict(driver_endpoints or {}))
+            dict(driver_endpoints or {}), restore_checkpoint_id, restore_state)
+
+    def upstream(self) -> Dict[SubtaskId, set]:
+        """Every subtask -> the subtasks it reads from (empty for sources)."""
+        return {s: {i.producer for i in self.input_channels(s)} for s in self.subtasks()}

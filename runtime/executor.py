@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
@@ -10,11 +11,15 @@ from typing import Any, Dict, List, Tuple
 from flowray.operators.sinks import DriverSinkOperator
 
 from .client import JobClient
+from .config import CHECKPOINTING_INTERVAL, CHECKPOINTS_DIR, Configuration
 from .execution_graph import ExecutionGraph, SubtaskId
 from .graph import JobGraph
 from .serialization import dumps_checked, register_user_modules
 
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
+
+
+DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"
 
 
 def driver_channel_id(endpoint_id: str, subtask: SubtaskId) -> str:
@@ -55,8 +60,13 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
         for eid, p in v.plan.partitioners.items():
             dumps_checked(p, f"the key selector of key_by after {v.name!r}")
         plan_bytes[v.id] = dumps_checked(v.plan, f"task {v.name!r}")
+    config = dict(config)
+    conf = Configuration(config)
+    if conf.get(CHECKPOINTING_INTERVAL) is not None and conf.get(CHECKPOINTS_DIR) is None:
+        # resolved here: task actors run in other working directories
+        config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)
     return PreparedJob(uuid.uuid4().hex[:12], job_graph.job_name, job_graph, plan_bytes,
-                       dict(config), driver_sinks)
+                       config, driver_sinks)
 
 
 class JobExecutor(abc.ABC):

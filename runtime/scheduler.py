@@ -1,93 +1,305 @@
-"""The job master's bookkeeping of one run: which subtasks finished, failed or were lost,
-and what that means for the job. Pure: the Ray shell and the local executor feed it events.
+"""The job master's decisions: deploy, watch, checkpoint, fail over, restart, finish.
+
+Pure of Ray: a shell (the ``JobMaster`` actor, or the local executor) implements
+:class:`TaskDeployer` and feeds :class:`JobScheduler` events from one thread: task results,
+lost tasks, checkpoint acknowledgements, and periodic ``tick()`` calls. Every event of an
+older attempt is ignored, so a slow message from a cancelled task cannot confuse a restart.
+
+>>> from flowray.runtime.clock import ManualClock
+>>> from flowray.runtime.restart import NoRestartStrategy
+>>> sched = JobScheduler("j1", "demo", _OneTaskGraph(), {"v1": b""}, _NullDeployer(), ManualClock(),
+...                      restart_strategy=NoRestartStrategy())
+>>> sched.start(); sched.status.value
+'RUNNING'
+>>> sched.on_task_result(0, TaskResult(SubtaskId("v1", 0), TaskState.FINISHED))
+>>> sched.status.value, sched.is_done
+('FINISHED', True)
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Dict, Iterable, List, Optional
+import abc
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
+from flowray.state.snapshot import TaskStateSnapshot
+
+from .checkpoint_coordinator import (
+    CheckpointCoordinator,
+    CheckpointFailureReason,
+    CheckpointGateway,
+    CheckpointSettings,
+)
+from .checkpoint_stats import CheckpointStatsTracker
+from .checkpoint_storage import CheckpointStorage, checkpoint_storage_from_config
 from .client import JobOutcome, JobStatus
 from .clock import Clock
-from .execution_graph import SubtaskId
+from .config import Configuration
+from .execution_graph import SubtaskId, TaskDeploymentDescriptor
+from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
 
-__all__ = ["Decision", "JobRun"]
+__all__ = ["TaskDeployer", "JobScheduler"]
+
+log = logging.getLogger("flowray")
+
+CANCEL_GRACE_MS = 5_000
 
 
-class Decision(enum.Enum):
-    CONTINUE = "CONTINUE"          # keep waiting for tasks
-    FINISH = "FINISH"              # every task finished
-    CANCEL_ALL = "CANCEL_ALL"      # a task failed or the user cancelled: stop the others
-    DONE = "DONE"                  # nothing left running after a failure/cancel
+class TaskDeployer(CheckpointGateway):
+    """How the scheduler reaches tasks. Implementations return at once; outcomes come
+    back as scheduler events."""
+
+    @abc.abstractmethod
+    def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None: ...
+
+    @abc.abstractmethod
+    def cancel_tasks(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Ask tasks to stop; each answers with a CANCELED (or FAILED) result."""
+
+    @abc.abstractmethod
+    def kill(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Stop tasks that did not answer a cancel in time; no result will come."""
 
 
-class JobRun:
-    """Tracks subtask states; decides when the job is finished, failing or cancelled.
+class JobScheduler:
+    """One job's life across attempts; see the module docstring."""
 
-    >>> from flowray.runtime.clock import ManualClock
-    >>> run = JobRun("j1", "demo", [SubtaskId("v1", 0)], ManualClock())
-    >>> run.on_result(TaskResult(SubtaskId("v1", 0), TaskState.FINISHED)).value
-    'FINISH'
-    """
-
-    def __init__(self, job_id: str, job_name: str, subtasks: Iterable[SubtaskId],
-                 clock: Clock) -> None:
+    def __init__(self, job_id: str, job_name: str, execution_graph: Any,
+                 plan_bytes: Dict[str, bytes], deployer: TaskDeployer, clock: Clock,
+                 config: Optional[Dict[str, Any]] = None,
+                 restart_strategy: Optional[RestartStrategy] = None,
+                 storage: Optional[CheckpointStorage] = None) -> None:
         self.job_id = job_id
         self.job_name = job_name
+        self.eg = execution_graph
+        self.plan_bytes = plan_bytes
+        self.config = dict(config or {})
+        self.deployer = deployer
         self.clock = clock
-        self.states: Dict[SubtaskId, TaskState] = {s: TaskState.CREATED for s in subtasks}
+        conf = Configuration(self.config)
+        self.settings = CheckpointSettings.from_config(conf)
+        self.restart_strategy = restart_strategy or restart_strategy_from_config(
+            conf, self.settings.enabled)
+        self.subtasks: List[SubtaskId] = list(execution_graph.subtasks())
+        self.states: Dict[SubtaskId, TaskState] = {s: TaskState.CREATED for s in self.subtasks}
         self.metrics: Dict[SubtaskId, dict] = {}
         self.status = JobStatus.CREATED
-        self.failure: Optional[TaskFailure] = None
+        self.attempt = -1
+        self.restarts = 0
+        self.failure: Optional[TaskFailure] = None       # the cause the job failed with
+        self.failures: List[TaskFailure] = []            # every failure, in order
+        self._restart_at: Optional[float] = None
+        self._cancel_sent_at: Optional[float] = None
         self._start_ms = clock.monotonic_ms()
         self._end_ms: Optional[float] = None
+        self.stats = CheckpointStatsTracker()
+        if storage is None and self.settings.enabled:
+            storage = checkpoint_storage_from_config(conf, job_id)
+        self.storage = storage
+        self.coordinator = CheckpointCoordinator(
+            job_id, self.settings, execution_graph.upstream(), storage, deployer, clock,
+            self._on_checkpoint_failure_threshold, stats=self.stats)
 
-    def deployed(self) -> None:
-        self.status = JobStatus.RUNNING
-        for s in self.states:
-            self.states[s] = TaskState.RUNNING
+    # -- queries -----------------------------------------------------------------------
+    @property
+    def is_done(self) -> bool:
+        return self.status.is_globally_terminal_state()
 
     def running(self) -> List[SubtaskId]:
         return [s for s, st in self.states.items() if st is TaskState.RUNNING]
 
-    def on_result(self, result: TaskResult) -> Decision:
-        self.states[result.subtask] = result.state
-        if result.metrics:
-            self.metrics[result.subtask] = result.metrics
-        if result.state is TaskState.FAILED and self.failure is None:
-            self.failure = result.failure
-            if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
-                self.status = JobStatus.FAILING
-        return self._decide()
-
-    def on_lost(self, subtask: SubtaskId, reason: str) -> Decision:
-        """A task's process died (no result)."""
-        return self.on_result(TaskResult(subtask, TaskState.FAILED, TaskFailure(
-            task=f"{subtask.vertex_id}[{subtask.index}]", operator=None,
-            cause_type="TaskLost", message=reason, traceback_text=reason, user_code=False)))
-
-    def cancel(self) -> Decision:
-        if not self.status.is_globally_terminal_state():
-            self.status = JobStatus.CANCELLING
-        return self._decide()
-
-    def _decide(self) -> Decision:
-        running = self.running()
-        if self.status in (JobStatus.FAILING, JobStatus.CANCELLING):
-            if running:
-                return Decision.CANCEL_ALL
-            self.status = (JobStatus.FAILED if self.status is JobStatus.FAILING
-                           else JobStatus.CANCELED)
-            self._end_ms = self.clock.monotonic_ms()
-            return Decision.DONE
-        if not running and all(st is TaskState.FINISHED for st in self.states.values()):
-            self.status = JobStatus.FINISHED
-            self._end_ms = self.clock.monotonic_ms()
-            return Decision.FINISH
-        return Decision.CONTINUE
-
     def outcome(self) -> JobOutcome:
         end = self._end_ms if self._end_ms is not None else self.clock.monotonic_ms()
+        counts = self.stats.counts()
         return JobOutcome(self.job_id, self.job_name, self.status, end - self._start_ms,
-                          self.failure, [self.metrics[s] for s in sorted(self.metrics)])
+                          self.failure, [self.metrics[s] for s in sorted(self.metrics)],
+                          restarts=self.restarts, checkpoints=counts.get("completed", 0),
+                          checkpoint_stats=self.checkpoint_stats())
+
+    def checkpoint_stats(self) -> Dict[str, Any]:
+        return {"counts": self.stats.counts(), "history": self.stats.history(),
+                "summary": self.stats.summary(), "restarts": self.restarts}
+
+    # -- life cycle --------------------------------------------------------------------
+    def start(self) -> None:
+        self._deploy()
+
+    def _deploy(self) -> None:
+        self.attempt += 1
+        latest = self.coordinator.latest_completed()
+        descriptors = []
+        for s in self.subtasks:
+            restore = latest.task_states.get(s.key) if latest is not None else None
+            if latest is not None and restore is None:
+                restore = TaskStateSnapshot()
+            descriptors.append(self.eg.deployment_descriptor(
+                s, self.job_id, self.plan_bytes[s.vertex_id], self.config, self.attempt,
+                restore_checkpoint_id=latest.checkpoint_id if latest is not None else None,
+                restore_state=restore))
+            self.states[s] = TaskState.RUNNING
+        self.status = JobStatus.RUNNING
+        self._cancel_sent_at = None
+        self._restart_at = None
+        if latest is not None:
+            log.info("flowray: job %r attempt %d restores checkpoint %d", self.job_name,
+                     self.attempt, latest.checkpoint_id)
+        self.deployer.deploy(self.attempt, descriptors)
+        self.coordinator.tasks_running(self.subtasks)
+
+    def cancel(self) -> None:
+        if self.is_done or self.status is JobStatus.CANCELLING:
+            return
+        self.status = JobStatus.CANCELLING
+        self._stop_all()
+
+    # -- task events -------------------------------------------------------------------
+    def on_task_result(self, attempt: int, result: TaskResult) -> None:
+        if attempt != self.attempt:
+            return
+        s = result.subtask
+        if self.states.get(s) is not TaskState.RUNNING:
+            return
+        self.states[s] = result.state
+        if result.metrics:
+            self.metrics[s] = result.metrics
+        if result.state is TaskState.FINISHED:
+            self.coordinator.task_finished(s)
+        elif result.state is TaskState.FAILED:
+            self._on_failure(result.failure or _lost_failure(s, "failed without a cause"))
+        elif result.state is TaskState.CANCELED and self.status is JobStatus.RUNNING:
+            self._on_failure(_lost_failure(s, "was cancelled outside the job master"))
+        self._check_progress()
+
+    def on_task_lost(self, attempt: int, subtask: SubtaskId, reason: str) -> None:
+        """A task's process died (no result)."""
+        self.on_task_result(attempt, TaskResult(subtask, TaskState.FAILED,
+                                                _lost_failure(subtask, reason)))
+
+    def on_acknowledge(self, attempt: int, subtask: SubtaskId, checkpoint_id: int,
+                       snapshot: TaskStateSnapshot, metrics: Dict[str, Any]) -> None:
+        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+            self.coordinator.receive_acknowledge(subtask, checkpoint_id, snapshot, metrics)
+
+    def on_decline(self, attempt: int, subtask: SubtaskId, checkpoint_id: int, reason: str,
+                   message: str) -> None:
+        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+            try:
+                why = CheckpointFailureReason[reason]
+            except KeyError:
+                why = CheckpointFailureReason.DECLINED
+            self.coordinator.receive_decline(subtask, checkpoint_id, why, message)
+
+    def on_ended_input(self, attempt: int, subtask: SubtaskId) -> None:
+        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+            self.coordinator.task_ended_input(subtask)
+
+    def tick(self) -> None:
+        """Time-driven duties: checkpoints, cancel deadlines, restarts."""
+        now = self.clock.monotonic_ms()
+        if self.status is JobStatus.RUNNING:
+            self.coordinator.tick()
+        if (self._cancel_sent_at is not None and self.running()
+                and now - self._cancel_sent_at > CANCEL_GRACE_MS):
+            stuck = self.running()
+            self.deployer.kill(stuck)
+            for s in stuck:
+                self.states[s] = TaskState.CANCELED
+        self._check_progress()
+
+    # -- decisions ---------------------------------------------------------------------
+    def _on_failure(self, failure: TaskFailure) -> None:
+        if self.status is not JobStatus.RUNNING:
+            return  # already failing over, failing or cancelling: the first cause stands
+        self.failures.append(failure)
+        self.coordinator.tasks_not_running(self.subtasks)
+        now = self.clock.monotonic_ms()
+        self.restart_strategy.notify_failure(int(now))
+        if self.restart_strategy.can_restart():
+            backoff = self.restart_strategy.backoff_ms()
+            self.status = JobStatus.RESTARTING
+            self._restart_at = now + backoff
+            log.warning("flowray: job %r: %s; restarting in %d ms (%s)", self.job_name,
+                        failure.describe(), backoff, self.restart_strategy.describe())
+        else:
+            self.status = JobStatus.FAILING
+            self.failure = failure
+        self._stop_all()
+
+    def _on_checkpoint_failure_threshold(self, message: str) -> None:
+        self._on_failure(TaskFailure("CheckpointCoordinator", None, "CheckpointFailure",
+                                     message, message, False))
+
+    def _stop_all(self) -> None:
+        running = self.running()
+        if running:
+            self._cancel_sent_at = self.clock.monotonic_ms()
+            self.deployer.cancel_tasks(running)
+
+    def _check_progress(self) -> None:
+        if self.is_done:
+            return
+        running = self.running()
+        if self.status is JobStatus.RUNNING:
+            if all(st is TaskState.FINISHED for st in self.states.values()):
+                self.status = JobStatus.FINISHED
+                self._finish()
+            return
+        if running:
+            return
+        if self.status is JobStatus.RESTARTING:
+            if self.clock.monotonic_ms() >= (self._restart_at or 0):
+                self.restarts += 1
+                self._deploy()
+        elif self.status is JobStatus.FAILING:
+            self.status = JobStatus.FAILED
+            self._finish()
+        elif self.status is JobStatus.CANCELLING:
+            self.status = JobStatus.CANCELED
+            self._finish()
+
+    def _finish(self) -> None:
+        self._end_ms = self.clock.monotonic_ms()
+        self.coordinator.shutdown()
+
+    def next_wakeup_ms(self) -> float:
+        """Longest the shell may wait before the next ``tick()``."""
+        return 50.0
+
+
+def _lost_failure(subtask: SubtaskId, reason: str) -> TaskFailure:
+    return TaskFailure(task=f"{subtask.vertex_id}[{subtask.index}]", operator=None,
+                       cause_type="TaskLost", message=reason, traceback_text=reason,
+                       user_code=False)
+
+
+class _OneTaskGraph:  # for the doctest
+    def subtasks(self) -> List[SubtaskId]:
+        return [SubtaskId("v1", 0)]
+
+    def upstream(self) -> Dict[SubtaskId, set]:
+        return {SubtaskId("v1", 0): set()}
+
+    def deployment_descriptor(self, s: SubtaskId, *args: Any, **kwargs: Any) -> Any:
+        return s
+
+
+class _NullDeployer(TaskDeployer):  # for the doctest
+    def deploy(self, attempt: int, descriptors: List[Any]) -> None:
+        pass
+
+    def cancel_tasks(self, subtasks: Iterable[SubtaskId]) -> None:
+        pass
+
+    def kill(self, subtasks: Iterable[SubtaskId]) -> None:
+        pass
+
+    def trigger(self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int,
+                is_savepoint: bool) -> None:
+        pass
+
+    def notify_complete(self, subtask: SubtaskId, checkpoint_id: int) -> None:
+        pass
+
+    def notify_aborted(self, subtask: SubtaskId, checkpoint_id: int, reason: Any) -> None:
+        pass

@@ -24,15 +24,26 @@ from flowray.operators.base import (
     OperatorContext,
     Output,
     ProcessingTimeService,
+    StateInitializationContext,
     StreamOperator,
     UserFunctionError,
 )
 from flowray.operators.sources import SourceOperator
 from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.operator_state import OperatorStateStore
+from flowray.state.snapshot import TaskStateSnapshot
 
+from .barriers import AbortCheckpoint, BarrierHandler, TriggerCheckpoint, create_barrier_handler
 from .channels import ChannelReader, ChannelWriter, InputGate
+from .checkpoint_storage import checkpoint_storage_from_config
 from .clock import Clock, SystemClock
-from .config import BUFFER_TIMEOUT, CHANNEL_BATCH_SIZE, Configuration
+from .config import (
+    BUFFER_TIMEOUT,
+    CHANNEL_BATCH_SIZE,
+    CHECKPOINTING_INTERVAL,
+    CHECKPOINTING_MODE,
+    Configuration,
+)
 from .elements import (
     MAX_WATERMARK,
     CancelCheckpointMarker,
@@ -44,6 +55,7 @@ from .elements import (
 from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .graph import TaskPlan
 from .partitioners import KeySelectorError, RecordWriter
+from .task_checkpoints import CheckpointResponder, SubtaskCheckpointCoordinator
 from .watermarks import WatermarkValve
 
 __all__ = ["TaskState", "TaskFailure", "TaskResult", "TaskEnvironment", "StreamTask",
@@ -105,9 +117,10 @@ class DriverChannel:
 
 
 class TaskEnvironment(abc.ABC):
-    """What the shell gives a task: channels and a clock."""
+    """What the shell gives a task: channels, a clock, and where checkpoint answers go."""
 
     clock: Clock = SystemClock()
+    responder: CheckpointResponder = CheckpointResponder()
 
     @abc.abstractmethod
     def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter: ...
@@ -149,9 +162,22 @@ class StreamTask:
         config = Configuration(tdd.config)
         self.batch_size = config.get(CHANNEL_BATCH_SIZE)
         self.buffer_timeout_ms = config.get(BUFFER_TIMEOUT)
+        self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
+        self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
         self.state = TaskState.CREATED
         self._cancelled = threading.Event()
         self._mailbox: Deque[Callable[[], None]] = deque()
+        self._wakeup = threading.Event()
+        restored: Optional[TaskStateSnapshot] = tdd.restore_state
+        # restored from a checkpoint taken after this subtask finished (or after its
+        # operators finished): emit nothing, run no finish() again, just end
+        self.finished_on_restore = bool(restored is not None
+                                        and (restored.finished or restored.input_ended))
+        self._input_ended = False       # operators finished, end-of-partition sent
+        self._final_checkpoint: Optional[int] = None  # first checkpoint after input ended
+        self._final_checkpoint_done = False
+        self.barrier_handler: Optional[BarrierHandler] = None
+        self.checkpointer: Optional[SubtaskCheckpointCoordinator] = None
         self.records_in = 0
         self.operators: List[StreamOperator] = []
         self.record_writers: Dict[str, RecordWriter] = {}
@@ -163,10 +189,25 @@ class StreamTask:
     # -- control (any thread) ----------------------------------------------------------
     def cancel(self) -> None:
         self._cancelled.set()
+        self._wakeup.set()
 
     def submit(self, action: Callable[[], None]) -> None:
         """Run ``action`` in the task thread between two batches (Flink's mailbox)."""
         self._mailbox.append(action)
+        self._wakeup.set()
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int,
+                           is_savepoint: bool = False) -> None:
+        """The job master triggers this task directly (a source, or a task whose inputs'
+        producers have all finished)."""
+        self.submit(lambda: self._on_direct_trigger(
+            CheckpointBarrier(checkpoint_id, timestamp, is_savepoint)))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.submit(lambda: self._on_checkpoint_complete(checkpoint_id))
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.submit(lambda: self._on_checkpoint_aborted(checkpoint_id))
 
     def metrics(self) -> Dict[str, Any]:
         channels = {}
@@ -194,7 +235,9 @@ class StreamTask:
                 self._run_source()
             else:
                 self._run_inputs()
-            self._end()
+            self._end_input()
+            self._await_final_checkpoint()
+            self._close_operators()
             self.state = TaskState.FINISHED
             return TaskResult(self.tdd.subtask, TaskState.FINISHED, None, self._final_metrics())
         except TaskCancelled:
@@ -260,6 +303,8 @@ class StreamTask:
         if tdd.inputs:
             self.readers, self.gate = self.env.open_inputs(
                 [i.channel_id for i in tdd.inputs], self._cancelled.is_set)
+            self.barrier_handler = create_barrier_handler(
+                self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock)
         self._check_cancel()
 
         # wire outputs tail-first so every operator's output exists when it is set up
@@ -273,8 +318,41 @@ class StreamTask:
             plan.operators[node_id].setup(ctx, output)
         self.operators = [plan.operators[n] for n in order]
         self.head = plan.operators[plan.head]
+        self._initialize_state()
         for op in reversed(self.operators):
             op.open()
+
+    def _initialize_state(self) -> None:
+        """Restore keyed and operator state (if any), then each operator's own state."""
+        tdd = self.tdd
+        restored: Optional[TaskStateSnapshot] = tdd.restore_state
+        storage = None
+        if self.checkpointing or restored is not None:
+            storage = checkpoint_storage_from_config(Configuration(tdd.config), tdd.job_id)
+        self._storage = storage
+        op_states = restored.operators if restored is not None else {}
+        if self.keyed_backend is not None and restored is not None:
+            handles = [s.keyed for s in op_states.values() if s.keyed is not None]
+            if handles:
+                self.keyed_backend.restore(handles, storage.read_file)
+        stores: Dict[str, OperatorStateStore] = {}
+        for op in self.operators:
+            previous = op_states.get(op.uid)
+            store = (OperatorStateStore.restore(previous.operator_state)
+                     if previous is not None else OperatorStateStore())
+            stores[op.uid] = store
+            op.initialize_state(StateInitializationContext(
+                store, self.keyed_backend,
+                tdd.restore_checkpoint_id if restored is not None else None))
+        self.requires_final_checkpoint = any(
+            op.requires_final_checkpoint or any(
+                callable(getattr(fn, "notify_checkpoint_complete", None))
+                for fn in op.user_functions())
+            for op in self.operators)
+        self.checkpointer = SubtaskCheckpointCoordinator(
+            tdd.subtask, self.operators, stores, self.keyed_backend,
+            self.head.uid if self.keyed_backend is not None else None,
+            lambda: self._storage, self.env.responder)
 
     @staticmethod
     def _chain_order(plan: TaskPlan) -> List[int]:
@@ -294,6 +372,7 @@ class StreamTask:
     # -- the loops ---------------------------------------------------------------------
     def _housekeeping(self) -> float:
         """Run mailbox actions, due timers and due flushes; seconds until the next duty."""
+        self._wakeup.clear()
         while self._mailbox:
             self._mailbox.popleft()()
         self.timers.fire_due()
@@ -317,7 +396,7 @@ class StreamTask:
         head = self.head
         assert isinstance(head, SourceOperator)
         batch_size = self.batch_size
-        while True:
+        while not self.finished_on_restore:
             self._check_cancel()
             n = head.emit_next(batch_size)
             if n is None:
@@ -325,8 +404,10 @@ class StreamTask:
             self.records_in += n
             wait = self._housekeeping()
             if n == 0:
-                time.sleep(min(wait, self.IDLE_SOURCE_WAIT_S))
-        head.output.emit_watermark(MAX_WATERMARK)
+                self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
+        self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
+        if not self.finished_on_restore:
+            head.output.emit_watermark(MAX_WATERMARK)
 
     def _run_inputs(self) -> None:
         tdd, head = self.tdd, self.head
@@ -337,54 +418,129 @@ class StreamTask:
         valves = {idx: WatermarkValve(chs) for idx, chs in channels_of_input.items()}
         open_channels = {idx: len(chs) for idx, chs in channels_of_input.items()}
         process = {0: head.process_batch, 1: head.process_batch2}
-        active = list(self.readers.values())
+        handler = self.barrier_handler
+        assert handler is not None
+        live = list(self.readers.values())  # not ended
+        self._active = live
         gate = self.gate
+        skip_records = self.finished_on_restore
 
-        while active:
+        while live:
             self._check_cancel()
             wait = self._housekeeping()
-            ready = gate.wait(active, wait)
+            active = [r for r in live if not handler.is_blocked(r.channel_id)]
+            ready = gate.wait(active, wait) if active else []
             for reader in ready:
                 cid = reader.channel_id
                 idx = input_of[cid]
                 for _ in range(self.FRAMES_PER_TURN):
+                    if handler.is_blocked(cid):
+                        break
                     frame = reader.poll()
                     if frame is None:
                         break
                     t = type(frame)
                     if t is RecordBatch:
+                        if skip_records:
+                            continue
                         self.records_in += len(frame.records)
                         process[idx](frame.records, frame.key_groups)
                     elif t is Watermark:
                         wm = valves[idx].on_watermark(cid, frame.timestamp)
-                        if wm is not None:
+                        if wm is not None and not skip_records:
                             head.process_watermark(wm, idx)
                     elif t is EndOfPartition:
-                        active.remove(reader)
+                        live.remove(reader)
                         wm = valves[idx].on_end_of_partition(cid)
-                        if wm is not None:
+                        if wm is not None and not skip_records:
                             head.process_watermark(wm, idx)
                         open_channels[idx] -= 1
-                        if open_channels[idx] == 0:
+                        if open_channels[idx] == 0 and not skip_records:
                             head.end_input(idx)
+                        self._apply(handler.on_end_of_partition(cid))
                         break
-                    elif t in (CheckpointBarrier, CancelCheckpointMarker):
-                        self.on_checkpoint_event(frame, cid)
+                    elif t is CheckpointBarrier:
+                        self._apply(handler.on_barrier(cid, frame))
+                    elif t is CancelCheckpointMarker:
+                        self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
                     else:
                         raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
 
-    def on_checkpoint_event(self, frame: Any, channel_id: str) -> None:
-        """Checkpoint barriers arrive with the checkpoint issue; ignored until then."""
+    # -- checkpoints (task thread) -------------------------------------------------------
+    def _apply(self, actions: List[Any]) -> None:
+        for action in actions:
+            if isinstance(action, TriggerCheckpoint):
+                self._perform_checkpoint(action.barrier, action.alignment_ms)
+            elif isinstance(action, AbortCheckpoint):
+                cid = action.checkpoint_id
+                if not self._input_ended:
+                    for rw in self.record_writers.values():
+                        rw.broadcast_event(CancelCheckpointMarker(cid))
+                self.checkpointer.decline(cid, _decline_reason(action.reason),
+                                          action.reason.value)
 
-    def _end(self) -> None:
+    def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
+        if self.barrier_handler is None:  # a source task
+            if barrier.checkpoint_id > self.checkpointer.last_checkpoint_id:
+                self._perform_checkpoint(barrier, 0.0)
+        else:
+            self._apply(self.barrier_handler.on_direct_trigger(
+                barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint))
+
+    def _perform_checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float) -> None:
+        if not self._input_ended:
+            for rw in self.record_writers.values():
+                rw.broadcast_event(barrier)
+        self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended)
+        if self._input_ended and self._final_checkpoint is None:
+            self._final_checkpoint = barrier.checkpoint_id
+
+    def _on_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:
-            op.finish()
+            op.notify_checkpoint_complete(checkpoint_id)
+        if self._final_checkpoint is not None and checkpoint_id >= self._final_checkpoint:
+            self._final_checkpoint_done = True
+
+    def _on_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            op.notify_checkpoint_aborted(checkpoint_id)
+
+    # -- the end -----------------------------------------------------------------------
+    def _end_input(self) -> None:
+        """Every input ended: finish the operators and send end-of-partition downstream."""
+        if not self.finished_on_restore:
+            for op in self.operators:
+                op.finish()
         for rw in self.record_writers.values():
             rw.broadcast_event(EndOfPartition())
+        self._input_ended = True
+
+    def _await_final_checkpoint(self) -> None:
+        """Two-phase-commit operators commit their last transaction before the task ends:
+        with checkpointing, once a checkpoint taken after the end of input completes;
+        without, right away."""
+        if not self.requires_final_checkpoint or self.finished_on_restore:
+            return
+        if not self.checkpointing:
+            for op in self.operators:
+                commit = getattr(op, "commit_on_end_of_input", None)
+                if callable(commit):
+                    commit()
+            return
+        self.env.responder.task_ended_input(self.tdd.subtask)
+        while not self._final_checkpoint_done:
+            self._check_cancel()
+            wait = self._housekeeping()
+            if not self._final_checkpoint_done:
+                self._wakeup.wait(wait)
+
+    def _close_operators(self) -> None:
         for ch in self._driver_channels:
             ch.close()
         for op in self.operators:
             op.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close(wait=True)
 
     def _release(self) -> None:
         for rw in self.record_writers.values():
@@ -396,5 +552,14 @@ class StreamTask:
             gate.close()
         for ch in self._driver_channels:
             ch.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close(wait=False)
         if getattr(self, "keyed_backend", None) is not None:
             self.keyed_backend.dispose()
+
+
+def _decline_reason(reason: Any) -> str:
+    """The coordinator's failure reason for a barrier handler's abort."""
+    name = getattr(reason, "name", str(reason))
+    return {"SUBSUMED_BY_NEWER_BARRIER": "SUBSUMED",
+            "CANCELLATION_MARKER": "DECLINED_ON_CANCELLATION"}.get(name, "DECLINED")

@@ -87,22 +87,49 @@ class SocketListener:
                 if should_stop is not None and should_stop():
                     raise ChannelClosedError("cancelled while waiting for producers")
                 for key, _ in sel.select(min(left, 0.2)):
-                    conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
-                    conn.setblocking(True)
-                    conn.settimeout(timeout_s)
-                    (n,) = _HELLO_LEN.unpack(_recv_exact(conn, _HELLO_LEN.size))
-                    channel_id = pickle.loads(_recv_exact(conn, n))
-                    conn.settimeout(None)
+                    reader = self._accept_one(key.fileobj, timeout_s)
+                    channel_id = reader.channel_id
                     if channel_id not in wanted or channel_id in readers:
-                        conn.close()
+                        reader.close()
                         raise ChannelError(f"unexpected producer for channel {channel_id!r}")
-                    if conn.family == socket.AF_INET:
-                        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    conn.setblocking(False)
-                    readers[channel_id] = SocketChannelReader(channel_id, conn)
+                    readers[channel_id] = reader
         finally:
             sel.close()
         return readers
+
+    @staticmethod
+    def _accept_one(listening: Any, timeout_s: float) -> "SocketChannelReader":
+        conn, _ = listening.accept()
+        conn.setblocking(True)
+        conn.settimeout(timeout_s)
+        (n,) = _HELLO_LEN.unpack(_recv_exact(conn, _HELLO_LEN.size))
+        channel_id = pickle.loads(_recv_exact(conn, n))
+        conn.settimeout(None)
+        if conn.family == socket.AF_INET:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.setblocking(False)
+        return SocketChannelReader(channel_id, conn)
+
+    def accept_ready(self, allowed: Any, timeout_s: float) -> List["SocketChannelReader"]:
+        """Connections that arrive within ``timeout_s`` for channels in ``allowed``; a
+        channel may connect again (a restarted producer). Others are closed."""
+        out: List[SocketChannelReader] = []
+        sel = selectors.DefaultSelector()
+        sel.register(self._unix, selectors.EVENT_READ)
+        sel.register(self._tcp, selectors.EVENT_READ)
+        try:
+            for key, _ in sel.select(timeout_s):
+                try:
+                    reader = self._accept_one(key.fileobj, 10.0)
+                except (OSError, ChannelClosedError):
+                    continue
+                if reader.channel_id in allowed:
+                    out.append(reader)
+                else:
+                    reader.close()
+        finally:
+            sel.close()
+        return out
 
     def close(self) -> None:
         if self._closed:

@@ -7,7 +7,7 @@ Implementations: :mod:`flowray.state.heap` (default). A backend is bound to one 
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable, Iterator, Optional, Tuple
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 from .descriptors import StateDescriptor
 from .key_groups import KeyGroupRange
@@ -20,6 +20,7 @@ __all__ = [
     "ReducingState",
     "AggregatingState",
     "KeyedStateBackend",
+    "KeyedSnapshotWriter",
     "StateAccessError",
 ]
 
@@ -111,6 +112,15 @@ class AggregatingState(State):
     def add(self, value: Any) -> None: ...
 
 
+class KeyedSnapshotWriter(abc.ABC):
+    """The asynchronous part of a keyed-state snapshot."""
+
+    @abc.abstractmethod
+    def write(self, write_file: Callable[[str, bytes], int], path: str) -> Any:
+        """Write the captured state to ``path`` through ``write_file(path, data) -> size``;
+        returns a :class:`flowray.state.snapshot.KeyedStateHandle` (``None`` if empty)."""
+
+
 class KeyedStateBackend(abc.ABC):
     """Keyed state of one subtask, organised by key group.
 
@@ -146,6 +156,18 @@ class KeyedStateBackend(abc.ABC):
 
     @abc.abstractmethod
     def state_names(self) -> Iterable[str]: ...
+
+    # -- checkpoints -------------------------------------------------------------------
+    def snapshot(self, checkpoint_id: int) -> "KeyedSnapshotWriter":
+        """The synchronous part of a checkpoint: capture the state as it is now; the
+        returned writer finishes the asynchronous part (writing to storage) in any thread
+        while the task goes on changing the live state."""
+        raise NotImplementedError(f"{type(self).__name__} cannot take snapshots")
+
+    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
+        """Load the key groups of this backend's range from snapshot files (``read(path)``
+        gives a file's bytes); key groups outside the range are skipped."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore snapshots")
 
     def dispose(self) -> None:
         """Release resources (files, handles). Idempotent."""

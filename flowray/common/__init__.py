@@ -1,12 +1,13 @@
 """``flowray.common``: as ``pyflink.common`` (Configuration, Types)."""
 
+from flowray.runtime.checkpoint_config import RestartStrategies
 from flowray.runtime.config import Configuration, ConfigurationError
 
 from .types import Row
 from .typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
 
 __all__ = ["Row", "Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
-           "TupleTypeInfo", "WatermarkStrategy"]
+           "TupleTypeInfo", "WatermarkStrategy", "RestartStrategies"]
 
 
 class WatermarkStrategy:

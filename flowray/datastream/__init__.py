@@ -8,6 +8,8 @@ from flowray.runtime.api import (
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
 )
+from flowray.operators.base import CheckpointedFunction, CheckpointListener
+from flowray.runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
 from flowray.runtime.client import (
     JobClient,
     JobExecutionError,
@@ -22,4 +24,5 @@ from .state import __all__ as _state_all
 
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
-           "JobExecutionError", "JobExecutionResult", "JobStatus"] + _functions_all + _state_all
+           "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
+           "CheckpointingMode", "CheckpointedFunction", "CheckpointListener"] + _functions_all + _state_all

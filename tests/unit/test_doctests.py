@@ -8,8 +8,10 @@ import pytest
 MODULES = [
     "flowray", "flowray.state.key_groups", "flowray.state.descriptors", "flowray.state.heap",
     "flowray.runtime.config", "flowray.runtime.clock", "flowray.runtime.channels",
-    "flowray.runtime.watermarks", "flowray.runtime.scheduler", "flowray.runtime.api",
+    "flowray.runtime.watermarks", "flowray.runtime.barriers", "flowray.runtime.scheduler", "flowray.runtime.api",
     "flowray.operators.functions", "flowray.common.types", "flowray.operators.keyed", "flowray.operators.sources",
+    "flowray.runtime.restart",
+    "flowray.operators.testing", "flowray.operators.file_source",
 ]
 
 

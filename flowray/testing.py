@@ -1,0 +1,23 @@
+"""``flowray.testing``: test utilities shipped with flowray (see :mod:`flowray.operators.testing`).
+
+``TestingSource`` is a bounded, replayable source whose items may hold fault markers
+(``FAIL()``, ``KILL()``, ``PAUSE(seconds)``) that fire once per fault ledger, even across
+recovery.
+"""
+
+from flowray.operators.testing import (
+    FAIL,
+    KILL,
+    PAUSE,
+    FailMarker,
+    KillMarker,
+    Marker,
+    PauseMarker,
+    SimulatedCrash,
+    TestingFailure,
+    TestingSource,
+    TestingSourceReader,
+)
+
+__all__ = ["TestingSource", "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker",
+           "FailMarker", "KillMarker", "PauseMarker", "FAIL", "KILL", "PAUSE"]

@@ -1,0 +1,907 @@
+"""The job master's checkpoint bookkeeping (Flink's ``CheckpointCoordinator``), pure.
+
+One role per class, as in Flink:
+
+- :func:`compute_checkpoint_plan` (``DefaultCheckpointPlanCalculator``): which tasks to
+  trigger, which must acknowledge, which are finished.
+- :class:`PendingCheckpoint`: the acknowledgements of one checkpoint in flight.
+- :class:`CompletedCheckpointStore`: the retained completed checkpoints (and savepoints).
+- :class:`CheckpointFailureManager`: consecutive failures against
+  ``execution.checkpointing.tolerable-failed-checkpoints``.
+- :class:`CheckpointCoordinator`: triggers (periodic, forced, savepoint, final), acks,
+  declines, timeouts, completion, subsumption and aborts.
+
+No threads, no Ray, no sleeping: time comes from the injected :class:`~flowray.runtime.clock.Clock`,
+tasks are reached through a :class:`CheckpointGateway`, files through a
+:class:`~flowray.runtime.checkpoint_storage.CheckpointStorage`. The job master calls
+:meth:`CheckpointCoordinator.tick` often and forwards task events.
+
+>>> from flowray.runtime.clock import ManualClock
+>>> from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
+>>> from flowray.runtime.execution_graph import SubtaskId
+>>> from flowray.state.snapshot import TaskStateSnapshot
+>>> src, sink = SubtaskId("src", 0), SubtaskId("sink", 0)
+>>> class Gateway(CheckpointGateway):
+...     def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
+...         print("trigger", subtask.key, checkpoint_id)
+...     def notify_complete(self, subtask, checkpoint_id):
+...         print("complete", subtask.key, checkpoint_id)
+...     def notify_aborted(self, subtask, checkpoint_id, reason):
+...         print("aborted", subtask.key, checkpoint_id, reason.name)
+>>> clock = ManualClock(0)
+>>> settings = CheckpointSettings(interval_ms=1000)
+>>> coord = CheckpointCoordinator("job", settings, {src: set(), sink: {src}},
+...                               MemoryCheckpointStorage("job"), Gateway(), clock,
+...                               fail_job=print)
+>>> coord.tasks_running([src, sink])
+>>> clock.advance(1000); coord.tick()
+trigger src:0 1
+>>> coord.receive_acknowledge(src, 1, TaskStateSnapshot(), {"sync_ms": 1})
+<AckResult.SUCCESS: 'SUCCESS'>
+>>> _ = coord.receive_acknowledge(sink, 1, TaskStateSnapshot(), {})
+complete sink:0 1
+complete src:0 1
+>>> coord.latest_completed().checkpoint_id, coord.latest_completed().external_path
+(1, 'memory://job/chk-1/_metadata')
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import (Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Mapping,
+                    Optional, Set, Union)
+
+from flowray.state.snapshot import TaskStateSnapshot
+
+from .checkpoint_stats import CheckpointStatsTracker
+from .checkpoint_storage import CheckpointStorage
+from .clock import Clock
+from .execution_graph import SubtaskId
+
+__all__ = [
+    "CheckpointFailureReason",
+    "AckResult",
+    "TaskStatus",
+    "CheckpointSettings",
+    "CompletedCheckpoint",
+    "CheckpointPlan",
+    "compute_checkpoint_plan",
+    "PendingCheckpoint",
+    "CompletedCheckpointStore",
+    "CheckpointFailureManager",
+    "CheckpointGateway",
+    "TriggerResult",
+    "CheckpointCoordinator",
+]
+
+log = logging.getLogger(__name__)
+
+
+# -----------------------------------------------------------------------------------------
+# vocabulary
+# -----------------------------------------------------------------------------------------
+
+class CheckpointFailureReason(enum.Enum):
+    """Why a checkpoint was not triggered or not completed (Flink's texts).
+
+    >>> CheckpointFailureReason.EXPIRED.value
+    'Checkpoint expired before completing.'
+    >>> [r.name for r in CheckpointFailureReason if r.counts_as_failure]
+    ['EXPIRED', 'DECLINED', 'ASYNC_FAILURE', 'IO_FAILURE']
+    >>> CheckpointFailureReason.parse("ASYNC_FAILURE"), CheckpointFailureReason.parse("?")
+    (<CheckpointFailureReason.ASYNC_FAILURE: 'Asynchronous task checkpoint failed.'>, <CheckpointFailureReason.DECLINED: 'Checkpoint was declined.'>)
+    """
+
+    # counted toward tolerable-failed-checkpoints
+    EXPIRED = "Checkpoint expired before completing."
+    DECLINED = "Checkpoint was declined."
+    ASYNC_FAILURE = "Asynchronous task checkpoint failed."
+    IO_FAILURE = "An Exception occurred while triggering the checkpoint. IO-problem detected."
+    # not counted
+    TASK_FAILURE = "Task has failed."
+    SUBSUMED = "Checkpoint has been subsumed."
+    DECLINED_ON_CANCELLATION = "Task received cancellation from one of its inputs."
+    DECLINED_TASK_NOT_READY = "Checkpoint was declined (tasks not ready)."
+    DECLINED_INPUT_END_OF_STREAM = ("Checkpoint was declined because one input stream is "
+                                    "finished.")
+    TRIGGER_FAILURE = "Trigger checkpoint failure."
+    TOO_MANY_CONCURRENT = "The maximum number of concurrent checkpoints is exceeded."
+    MINIMUM_PAUSE = ("The minimum time between checkpoints is still pending. Checkpoint "
+                     "will be triggered after the minimum time.")
+    NOT_ALL_TASKS_RUNNING = "Not all required tasks are currently running."
+    ALL_TASKS_FINISHED = "All tasks of the job have finished."
+    COORDINATOR_SHUTDOWN = "CheckpointCoordinator shutdown."
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Counted by the failure manager (Flink's IO_EXCEPTION, CHECKPOINT_ASYNC_EXCEPTION,
+        CHECKPOINT_DECLINED, CHECKPOINT_EXPIRED); every other reason is ignored."""
+        return self in _COUNTED
+
+    @property
+    def is_pre_flight(self) -> bool:
+        """A trigger precondition that failed: no checkpoint id was consumed."""
+        return self in _PRE_FLIGHT
+
+    @classmethod
+    def parse(cls, reason: "Union[CheckpointFailureReason, str, None]"
+              ) -> "CheckpointFailureReason":
+        """A reason from itself or its name (as tasks send it); unknown -> DECLINED."""
+        if isinstance(reason, cls):
+            return reason
+        if isinstance(reason, str):
+            name = reason.strip().upper().replace("-", "_")
+            if name in cls.__members__:
+                return cls[name]
+            for member in cls:
+                if member.value == reason:
+                    return member
+        return cls.DECLINED
+
+
+_COUNTED = frozenset({CheckpointFailureReason.EXPIRED, CheckpointFailureReason.DECLINED,
+                      CheckpointFailureReason.ASYNC_FAILURE,
+                      CheckpointFailureReason.IO_FAILURE})
+_PRE_FLIGHT = frozenset({CheckpointFailureReason.TOO_MANY_CONCURRENT,
+                         CheckpointFailureReason.MINIMUM_PAUSE,
+                         CheckpointFailureReason.NOT_ALL_TASKS_RUNNING,
+                         CheckpointFailureReason.ALL_TASKS_FINISHED,
+                         CheckpointFailureReason.COORDINATOR_SHUTDOWN})
+# tasks are gone or going away: telling them about the abort is pointless
+_NOTIFY_NOBODY = frozenset({CheckpointFailureReason.COORDINATOR_SHUTDOWN})
+
+
+class AckResult(enum.Enum):
+    SUCCESS = "SUCCESS"
+    DUPLICATE = "DUPLICATE"
+    UNKNOWN = "UNKNOWN"
+    DISCARDED = "DISCARDED"
+
+
+class TaskStatus(enum.Enum):
+    """A task as the coordinator sees it."""
+
+    NOT_RUNNING = "NOT_RUNNING"  # not deployed yet, or being restarted
+    RUNNING = "RUNNING"
+    ENDED_INPUT = "ENDED_INPUT"  # input ended, operators finished, waits for a checkpoint
+    FINISHED = "FINISHED"
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Checkpointing options (Flink's keys, durations in ms).
+
+    >>> s = CheckpointSettings.from_config({"execution.checkpointing.interval": "10 s",
+    ...                                     "execution.checkpointing.min-pause": "500 ms"})
+    >>> s.enabled, s.interval_ms, s.min_pause_ms, s.timeout_ms, s.max_concurrent
+    (True, 10000, 500, 600000, 1)
+    >>> CheckpointSettings.from_config({}).enabled
+    False
+    """
+
+    interval_ms: Optional[int] = None
+    mode: str = "EXACTLY_ONCE"
+    timeout_ms: int = 600_000
+    min_pause_ms: int = 0
+    max_concurrent: int = 1
+    tolerable_failures: int = 0
+    num_retained: int = 1
+
+    def __post_init__(self) -> None:
+        if self.interval_ms is not None and self.interval_ms <= 0:
+            raise ValueError(f"checkpoint interval must be positive, got {self.interval_ms}")
+        if self.timeout_ms <= 0:
+            raise ValueError(f"checkpoint timeout must be positive, got {self.timeout_ms}")
+        if self.min_pause_ms < 0:
+            raise ValueError(f"min pause must not be negative, got {self.min_pause_ms}")
+        if self.max_concurrent < 1:
+            raise ValueError(f"max concurrent must be at least 1, got {self.max_concurrent}")
+        if self.tolerable_failures < 0:
+            raise ValueError(
+                f"tolerable failures must not be negative, got {self.tolerable_failures}")
+        if self.num_retained < 1:
+            raise ValueError(f"num retained must be at least 1, got {self.num_retained}")
+
+    @property
+    def enabled(self) -> bool:
+        """Periodic checkpoints are on (an interval is set)."""
+        return self.interval_ms is not None
+
+    @staticmethod
+    def from_config(config: Any) -> "CheckpointSettings":
+        """From a :class:`~flowray.runtime.config.Configuration` or a dict of keys."""
+        from .config import (CHECKPOINTING_INTERVAL, CHECKPOINTING_MAX_CONCURRENT,
+                             CHECKPOINTING_MIN_PAUSE, CHECKPOINTING_MODE,
+                             CHECKPOINTING_TIMEOUT, CHECKPOINTING_TOLERABLE_FAILURES,
+                             CHECKPOINTS_NUM_RETAINED, Configuration)
+
+        if config is None:
+            config = Configuration()
+        elif not isinstance(config, Configuration):
+            config = Configuration(config)
+        return CheckpointSettings(
+            interval_ms=config.get(CHECKPOINTING_INTERVAL),
+            mode=config.get(CHECKPOINTING_MODE),
+            timeout_ms=config.get(CHECKPOINTING_TIMEOUT),
+            min_pause_ms=config.get(CHECKPOINTING_MIN_PAUSE),
+            max_concurrent=config.get(CHECKPOINTING_MAX_CONCURRENT),
+            tolerable_failures=config.get(CHECKPOINTING_TOLERABLE_FAILURES),
+            num_retained=config.get(CHECKPOINTS_NUM_RETAINED),
+        )
+
+
+@dataclass
+class CompletedCheckpoint:
+    """A checkpoint every task acknowledged and whose ``_metadata`` was written.
+
+    ``task_states`` is keyed by :attr:`SubtaskId.key`; tasks that had finished are present
+    with ``finished=True``. ``external_path`` is the ``_metadata`` path.
+    """
+
+    job_id: str
+    checkpoint_id: int
+    trigger_ms: int
+    completed_ms: int
+    task_states: Dict[str, TaskStateSnapshot]
+    is_savepoint: bool = False
+    external_path: str = ""
+
+    def state_size(self) -> int:
+        return sum(s.state_size() for s in self.task_states.values())
+
+    @property
+    def duration_ms(self) -> int:
+        return self.completed_ms - self.trigger_ms
+
+
+# -----------------------------------------------------------------------------------------
+# the plan
+# -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """Tasks to trigger directly, tasks that must acknowledge, tasks already finished."""
+
+    tasks_to_trigger: FrozenSet[SubtaskId]
+    tasks_to_ack: FrozenSet[SubtaskId]
+    finished: FrozenSet[SubtaskId]
+
+
+_DONE = (TaskStatus.ENDED_INPUT, TaskStatus.FINISHED)
+
+
+def compute_checkpoint_plan(upstream: Mapping[SubtaskId, Iterable[SubtaskId]],
+                            statuses: Mapping[SubtaskId, TaskStatus]) -> CheckpointPlan:
+    """Flink 1.14+ "checkpoints after tasks finished": every task not finished
+    acknowledges; a task not finished is triggered directly when none of its upstream
+    tasks can still send it a barrier (all ENDED_INPUT or FINISHED; sources have none).
+
+    >>> a, b, c, d = (SubtaskId(v, 0) for v in "abcd")   # a -> b, a -> c, b,c -> d
+    >>> up = {a: set(), b: {a}, c: {a}, d: {b, c}}
+    >>> st = {a: TaskStatus.FINISHED, b: TaskStatus.RUNNING, c: TaskStatus.ENDED_INPUT,
+    ...       d: TaskStatus.RUNNING}
+    >>> plan = compute_checkpoint_plan(up, st)
+    >>> sorted(t.vertex_id for t in plan.tasks_to_trigger)
+    ['b', 'c']
+    >>> sorted(t.vertex_id for t in plan.tasks_to_ack), sorted(t.vertex_id for t in plan.finished)
+    (['b', 'c', 'd'], ['a'])
+    """
+    finished = frozenset(t for t in upstream
+                         if statuses.get(t, TaskStatus.NOT_RUNNING) == TaskStatus.FINISHED)
+    to_ack = frozenset(t for t in upstream if t not in finished)
+    to_trigger = frozenset(
+        t for t in to_ack
+        if all(statuses.get(u, TaskStatus.NOT_RUNNING) in _DONE for u in upstream[t]))
+    return CheckpointPlan(to_trigger, to_ack, finished)
+
+
+# -----------------------------------------------------------------------------------------
+# pending, completed, failures
+# -----------------------------------------------------------------------------------------
+
+class PendingCheckpoint:
+    """A checkpoint in flight: which tasks still owe an acknowledgement, what they sent.
+
+    >>> a, b = SubtaskId("a", 0), SubtaskId("b", 0)
+    >>> p = PendingCheckpoint(1, 0, {a}, {b})
+    >>> p.acknowledge(a, TaskStateSnapshot(), {}), p.acknowledge(a, TaskStateSnapshot(), {})
+    (<AckResult.SUCCESS: 'SUCCESS'>, <AckResult.DUPLICATE: 'DUPLICATE'>)
+    >>> p.acknowledge(SubtaskId("x", 0), TaskStateSnapshot(), {})
+    <AckResult.UNKNOWN: 'UNKNOWN'>
+    >>> p.is_fully_acknowledged, p.task_states["b:0"].finished
+    (True, True)
+    """
+
+    def __init__(self, checkpoint_id: int, trigger_ms: int, tasks_to_ack: Set[SubtaskId],
+                 finished: Set[SubtaskId], is_savepoint: bool = False, *,
+                 tasks_to_trigger: Iterable[SubtaskId] = (),
+                 trigger_monotonic_ms: Optional[float] = None,
+                 is_final: bool = False) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.trigger_ms = trigger_ms
+        self.trigger_monotonic_ms = (float(trigger_ms) if trigger_monotonic_ms is None
+                                     else trigger_monotonic_ms)
+        self.is_savepoint = is_savepoint
+        self.is_final = is_final
+        self.tasks_to_ack: FrozenSet[SubtaskId] = frozenset(tasks_to_ack)
+        self.finished: FrozenSet[SubtaskId] = frozenset(finished) - self.tasks_to_ack
+        self.tasks_triggered: Set[SubtaskId] = set(tasks_to_trigger)
+        self._not_yet: Set[SubtaskId] = set(self.tasks_to_ack)
+        self.task_states: Dict[str, TaskStateSnapshot] = {
+            t.key: TaskStateSnapshot.finished_task() for t in self.finished}
+        self.task_metrics: Dict[str, dict] = {}
+        self.failure_reason: Optional[CheckpointFailureReason] = None
+        self._discarded = False
+
+    def __repr__(self) -> str:
+        return (f"PendingCheckpoint({self.checkpoint_id}, acked "
+                f"{len(self.tasks_to_ack) - len(self._not_yet)}/{len(self.tasks_to_ack)}"
+                f"{', savepoint' if self.is_savepoint else ''}"
+                f"{', discarded' if self._discarded else ''})")
+
+    def acknowledge(self, subtask: SubtaskId, state: Optional[TaskStateSnapshot],
+                    metrics: Optional[dict]) -> AckResult:
+        if self._discarded:
+            return AckResult.DISCARDED
+        if subtask not in self.tasks_to_ack:
+            return AckResult.UNKNOWN
+        if subtask not in self._not_yet:
+            return AckResult.DUPLICATE
+        self._not_yet.discard(subtask)
+        self.task_states[subtask.key] = state if state is not None else TaskStateSnapshot()
+        self.task_metrics[subtask.key] = dict(metrics or {})
+        return AckResult.SUCCESS
+
+    def is_acknowledged_by(self, subtask: SubtaskId) -> bool:
+        return subtask in self.tasks_to_ack and subtask not in self._not_yet
+
+    @property
+    def is_fully_acknowledged(self) -> bool:
+        return not self._not_yet and not self._discarded
+
+    @property
+    def not_yet_acknowledged(self) -> Set[SubtaskId]:
+        return set(self._not_yet)
+
+    @property
+    def is_discarded(self) -> bool:
+        return self._discarded
+
+    def abort(self, reason: CheckpointFailureReason) -> None:
+        if not self._discarded:
+            self._discarded = True
+            self.failure_reason = reason
+
+    def state_size(self) -> int:
+        return sum(s.state_size() for s in self.task_states.values())
+
+
+class CompletedCheckpointStore:
+    """The retained completed checkpoints, oldest first; savepoints apart, never subsumed.
+
+    >>> store = CompletedCheckpointStore(num_retained=2)
+    >>> cp = lambda n, sp=False: CompletedCheckpoint("j", n, 0, 0, {}, is_savepoint=sp)
+    >>> store.add(cp(1)), store.add(cp(2)), store.add(cp(3, True))
+    ([], [], [])
+    >>> [c.checkpoint_id for c in store.add(cp(4))], store.latest().checkpoint_id
+    ([1], 4)
+    >>> [c.checkpoint_id for c in store.all()], [c.checkpoint_id for c in store.savepoints()]
+    ([2, 4], [3])
+    """
+
+    def __init__(self, num_retained: int) -> None:
+        if num_retained < 1:
+            raise ValueError(f"num_retained must be at least 1, got {num_retained}")
+        self.num_retained = num_retained
+        self._checkpoints: List[CompletedCheckpoint] = []
+        self._savepoints: List[CompletedCheckpoint] = []
+
+    def add(self, checkpoint: CompletedCheckpoint) -> List[CompletedCheckpoint]:
+        """Add; returns the checkpoints it subsumed (the oldest beyond ``num_retained``)."""
+        if checkpoint.is_savepoint:
+            self._savepoints.append(checkpoint)
+            return []
+        self._checkpoints.append(checkpoint)
+        subsumed: List[CompletedCheckpoint] = []
+        while len(self._checkpoints) > self.num_retained:
+            subsumed.append(self._checkpoints.pop(0))
+        return subsumed
+
+    def latest(self) -> Optional[CompletedCheckpoint]:
+        """The newest retained checkpoint (savepoints are not used for recovery)."""
+        return self._checkpoints[-1] if self._checkpoints else None
+
+    def all(self) -> List[CompletedCheckpoint]:
+        return list(self._checkpoints)
+
+    def savepoints(self) -> List[CompletedCheckpoint]:
+        return list(self._savepoints)
+
+    def max_checkpoint_id(self) -> int:
+        ids = [c.checkpoint_id for c in self._checkpoints + self._savepoints]
+        return max(ids) if ids else 0
+
+
+class CheckpointFailureManager:
+    """Counts consecutive checkpoint failures (Flink's ``CheckpointFailureManager``).
+
+    Only reasons that :attr:`~CheckpointFailureReason.counts_as_failure` count, each
+    checkpoint once, and only checkpoints newer than the last success; coordinator-side
+    failures (expired, I/O) of savepoints do not count. When the count exceeds
+    ``tolerable`` the counter resets and :meth:`on_failure` returns the error message.
+
+    >>> m = CheckpointFailureManager(1)
+    >>> m.on_failure(1, CheckpointFailureReason.EXPIRED, False, False) is None
+    True
+    >>> m.on_failure(2, CheckpointFailureReason.SUBSUMED, False, False) is None
+    True
+    >>> m.on_failure(3, CheckpointFailureReason.DECLINED, False, True)
+    'Exceeded checkpoint tolerable failure threshold (1): Checkpoint was declined. (checkpoint 3; 2 consecutive failed checkpoints)'
+    """
+
+    def __init__(self, tolerable: int) -> None:
+        self.tolerable = tolerable
+        self.count = 0
+        self._counted: Set[int] = set()
+        self.last_succeeded_id = 0
+
+    def on_success(self, checkpoint_id: int) -> None:
+        if checkpoint_id > self.last_succeeded_id:
+            self.last_succeeded_id = checkpoint_id
+            self._clear()
+
+    def on_failure(self, checkpoint_id: int, reason: CheckpointFailureReason,
+                   is_savepoint: bool, from_task: bool) -> Optional[str]:
+        if not reason.counts_as_failure or checkpoint_id <= self.last_succeeded_id:
+            return None
+        if is_savepoint and not from_task:
+            return None
+        if checkpoint_id in self._counted:
+            return None
+        self._counted.add(checkpoint_id)
+        self.count += 1
+        if self.count > self.tolerable:
+            n = self.count
+            self._clear()
+            return (f"Exceeded checkpoint tolerable failure threshold ({self.tolerable}): "
+                    f"{reason.value} (checkpoint {checkpoint_id}; {n} consecutive failed "
+                    f"checkpoints)")
+        return None
+
+    def _clear(self) -> None:
+        self.count = 0
+        self._counted.clear()
+
+
+# -----------------------------------------------------------------------------------------
+# the coordinator
+# -----------------------------------------------------------------------------------------
+
+class CheckpointGateway(abc.ABC):
+    """How the coordinator reaches tasks (the Ray shell implements it; fire and forget)."""
+
+    @abc.abstractmethod
+    def trigger(self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int,
+                is_savepoint: bool) -> None: ...
+
+    @abc.abstractmethod
+    def notify_complete(self, subtask: SubtaskId, checkpoint_id: int) -> None: ...
+
+    @abc.abstractmethod
+    def notify_aborted(self, subtask: SubtaskId, checkpoint_id: int,
+                       reason: CheckpointFailureReason) -> None: ...
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    """``checkpoint_id`` when a checkpoint was started, else the ``failure``."""
+
+    checkpoint_id: Optional[int] = None
+    failure: Optional[CheckpointFailureReason] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.checkpoint_id is not None and self.failure is None
+
+
+_RECENTLY_ABORTED = 64
+
+
+class CheckpointCoordinator:
+    """Triggers checkpoints, collects acknowledgements, completes or aborts them.
+
+    ``upstream`` maps every subtask of the job to the subtasks it reads from (an empty
+    set for sources). ``storage`` may be ``None`` when checkpointing is off (a savepoint
+    then fails with IO_FAILURE). ``fail_job(message)`` is called when consecutive failures exceed
+    ``settings.tolerable_failures``. Every task starts NOT_RUNNING: the job master calls
+    :meth:`tasks_running` once they are deployed.
+    """
+
+    def __init__(self, job_id: str, settings: CheckpointSettings,
+                 upstream: Mapping[SubtaskId, Iterable[SubtaskId]],
+                 storage: Optional[CheckpointStorage], gateway: CheckpointGateway,
+                 clock: Clock,
+                 fail_job: Callable[[str], None],
+                 stats: Optional[CheckpointStatsTracker] = None,
+                 store: Optional[CompletedCheckpointStore] = None) -> None:
+        self.job_id = job_id
+        self.settings = settings
+        self.upstream: Dict[SubtaskId, FrozenSet[SubtaskId]] = {
+            t: frozenset(u) for t, u in upstream.items()}
+        for t, ups in self.upstream.items():
+            unknown = [u for u in ups if u not in self.upstream]
+            if unknown:
+                raise ValueError(f"{t.key} reads from unknown subtask(s) "
+                                 f"{sorted(u.key for u in unknown)}")
+        self.storage = storage
+        self.gateway = gateway
+        self.clock = clock
+        self.fail_job = fail_job
+        self.stats = stats if stats is not None else CheckpointStatsTracker()
+        self.store = store if store is not None else CompletedCheckpointStore(
+            settings.num_retained)
+        self.failures = CheckpointFailureManager(settings.tolerable_failures)
+        self._by_key: Dict[str, SubtaskId] = {t.key: t for t in self.upstream}
+        self.statuses: Dict[SubtaskId, TaskStatus] = {
+            t: TaskStatus.NOT_RUNNING for t in self.upstream}
+        self._pending: "OrderedDict[int, PendingCheckpoint]" = OrderedDict()
+        self._recently_aborted: Deque[int] = deque(maxlen=_RECENTLY_ABORTED)
+        self._next_id = self._first_checkpoint_id()
+        self._next_trigger_ms: Optional[float] = None  # monotonic; None: not scheduled
+        self._last_completion_ms: Optional[float] = None  # monotonic
+        # tasks that ended their input and wait for a checkpoint taken after that
+        self._awaiting_final: Set[SubtaskId] = set()
+        self._shutdown = False
+
+    def _first_checkpoint_id(self) -> int:
+        """1, or past every checkpoint already in the store or in storage (a restarted
+        job master must not reuse a ``chk-<n>`` directory)."""
+        highest = self.store.max_checkpoint_id()
+        if self.storage is None:
+            return highest + 1
+        try:
+            on_disk = self.storage.list_completed()
+        except Exception:  # noqa: BLE001 - unreadable storage shows up at the first write
+            log.warning("could not list completed checkpoints of %s", self.job_id,
+                        exc_info=True)
+            on_disk = []
+        if on_disk:
+            highest = max(highest, on_disk[-1])
+        return highest + 1
+
+    # -- queries -----------------------------------------------------------------------------
+    def latest_completed(self) -> Optional[CompletedCheckpoint]:
+        return self.store.latest()
+
+    def pending_ids(self) -> List[int]:
+        return list(self._pending)
+
+    def pending(self, checkpoint_id: int) -> Optional[PendingCheckpoint]:
+        return self._pending.get(checkpoint_id)
+
+    @property
+    def next_checkpoint_id(self) -> int:
+        return self._next_id
+
+    @property
+    def next_trigger_ms(self) -> Optional[float]:
+        """Monotonic time of the next periodic trigger (``None``: not scheduled)."""
+        return self._next_trigger_ms
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self.failures.count
+
+    @property
+    def is_shutdown(self) -> bool:
+        return self._shutdown
+
+    def plan(self) -> CheckpointPlan:
+        return compute_checkpoint_plan(self.upstream, self.statuses)
+
+    # -- task status -------------------------------------------------------------------------
+    def tasks_running(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Deployed and running; (re)starts the periodic timer: next trigger at
+        now + interval."""
+        for t in subtasks:
+            self._check_known(t)
+            self.statuses[t] = TaskStatus.RUNNING
+        if self.settings.enabled and not self._shutdown:
+            self._next_trigger_ms = self.clock.monotonic_ms() + self.settings.interval_ms
+
+    def tasks_not_running(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Being restarted: every pending checkpoint is aborted (TASK_FAILURE); tasks
+        that keep running are told, the restarting ones are not."""
+        for t in subtasks:
+            self._check_known(t)
+            self.statuses[t] = TaskStatus.NOT_RUNNING
+            self._awaiting_final.discard(t)
+        for p in list(self._pending.values()):
+            self._abort(p, CheckpointFailureReason.TASK_FAILURE)
+
+    def task_ended_input(self, subtask: SubtaskId) -> None:
+        """The task's input ended and its operators finished; it waits for a checkpoint to
+        complete. It is triggered directly for every pending checkpoint it has not
+        acknowledged (and was not triggered for); once every task not finished has ended
+        its input, a final checkpoint is triggered at once (as soon as max-concurrent
+        allows)."""
+        self._check_known(subtask)
+        if self.statuses[subtask] == TaskStatus.FINISHED:
+            return
+        self.statuses[subtask] = TaskStatus.ENDED_INPUT
+        self._awaiting_final.add(subtask)
+        for p in list(self._pending.values()):
+            if (subtask in p.not_yet_acknowledged and subtask not in p.tasks_triggered
+                    and not p.is_discarded):
+                p.tasks_triggered.add(subtask)
+                self._send_trigger(p, [subtask])
+        self._maybe_trigger_final()
+
+    def task_finished(self, subtask: SubtaskId) -> None:
+        """FINISHED: pending checkpoints waiting for it take ``finished_task()`` as its
+        acknowledgement; later checkpoints include it as finished without asking it."""
+        self._check_known(subtask)
+        self.statuses[subtask] = TaskStatus.FINISHED
+        self._awaiting_final.discard(subtask)
+        for p in list(self._pending.values()):
+            if p.is_discarded or subtask not in p.not_yet_acknowledged:
+                continue
+            if p.acknowledge(subtask, TaskStateSnapshot.finished_task(), {}) is \
+                    AckResult.SUCCESS:
+                self.stats.report_acknowledged(p.checkpoint_id, subtask.key,
+                                               {"finished": True})
+                if p.is_fully_acknowledged:
+                    self._complete(p)
+        if self._all_finished():
+            self._next_trigger_ms = None
+        else:  # the tasks still running may have been all that kept a final checkpoint
+            self._maybe_trigger_final()
+
+    # -- time ----------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Expire timed-out checkpoints, trigger a periodic checkpoint when due."""
+        if self._shutdown:
+            return
+        now = self.clock.monotonic_ms()
+        for p in list(self._pending.values()):
+            if now - p.trigger_monotonic_ms >= self.settings.timeout_ms:
+                self._abort(p, CheckpointFailureReason.EXPIRED)
+        self._maybe_trigger_final()
+        if self._next_trigger_ms is not None and now >= self._next_trigger_ms:
+            self.trigger_checkpoint(is_savepoint=False, periodic=True)
+
+    # -- triggering ------------------------------------------------------------------------------
+    def trigger_checkpoint(self, is_savepoint: bool = False,
+                           periodic: bool = True) -> TriggerResult:
+        """Start a checkpoint. Periodic ones obey max-concurrent and min-pause; savepoints
+        and forced checkpoints (``periodic=False``) do not. A failed precondition consumes
+        no checkpoint id."""
+        periodic = periodic and not is_savepoint
+        now = self.clock.monotonic_ms()
+        failure = self._check_preconditions(periodic, now)
+        if failure is not None:
+            if periodic:
+                self._reschedule_after_failed_trigger(failure, now)
+            return TriggerResult(None, failure)
+        plan = self.plan()
+        return TriggerResult(self._start(plan, is_savepoint, periodic, now), None)
+
+    def _check_preconditions(self, periodic: bool, now: float
+                             ) -> Optional[CheckpointFailureReason]:
+        if self._shutdown:
+            return CheckpointFailureReason.COORDINATOR_SHUTDOWN
+        if self._all_finished():
+            return CheckpointFailureReason.ALL_TASKS_FINISHED
+        if any(s == TaskStatus.NOT_RUNNING for s in self.statuses.values()):
+            return CheckpointFailureReason.NOT_ALL_TASKS_RUNNING
+        if periodic:
+            if len(self._pending) >= self._max_concurrent():
+                return CheckpointFailureReason.TOO_MANY_CONCURRENT
+            if (self._last_completion_ms is not None
+                    and now - self._last_completion_ms < self.settings.min_pause_ms):
+                return CheckpointFailureReason.MINIMUM_PAUSE
+        return None
+
+    def _max_concurrent(self) -> int:
+        # Flink: a minimum pause implies one checkpoint at a time
+        return 1 if self.settings.min_pause_ms > 0 else self.settings.max_concurrent
+
+    def _reschedule_after_failed_trigger(self, failure: CheckpointFailureReason,
+                                         now: float) -> None:
+        if not self.settings.enabled:
+            return
+        if failure == CheckpointFailureReason.MINIMUM_PAUSE:
+            assert self._last_completion_ms is not None
+            self._next_trigger_ms = self._last_completion_ms + self.settings.min_pause_ms
+        elif failure == CheckpointFailureReason.TOO_MANY_CONCURRENT:
+            # stays due (Flink queues the request): the next tick after a pending
+            # checkpoint ends triggers, subject to the minimum pause
+            pass
+        elif failure == CheckpointFailureReason.NOT_ALL_TASKS_RUNNING:
+            self._next_trigger_ms = now + self.settings.interval_ms
+        else:  # all finished, shut down: nothing more to schedule
+            self._next_trigger_ms = None
+
+    def _start(self, plan: CheckpointPlan, is_savepoint: bool, periodic: bool,
+               now: float, is_final: bool = False) -> int:
+        cid = self._next_id
+        self._next_id += 1
+        timestamp = self.clock.now_ms()
+        p = PendingCheckpoint(cid, timestamp, set(plan.tasks_to_ack), set(plan.finished),
+                              is_savepoint, tasks_to_trigger=plan.tasks_to_trigger,
+                              trigger_monotonic_ms=now, is_final=is_final)
+        self._pending[cid] = p
+        self.stats.report_triggered(cid, timestamp, is_savepoint,
+                                    num_tasks=len(plan.tasks_to_ack) + len(plan.finished))
+        for t in plan.finished:
+            self.stats.report_acknowledged(cid, t.key, {"finished": True})
+        if periodic and self.settings.enabled:
+            nxt = now + self.settings.interval_ms
+            if self._last_completion_ms is not None:
+                nxt = max(nxt, self._last_completion_ms + self.settings.min_pause_ms)
+            self._next_trigger_ms = nxt
+        log.debug("triggering %s %d of %s (%d tasks to trigger, %d to ack, %d finished)",
+                  "savepoint" if is_savepoint else "checkpoint", cid, self.job_id,
+                  len(plan.tasks_to_trigger), len(plan.tasks_to_ack), len(plan.finished))
+        self._send_trigger(p, sorted(plan.tasks_to_trigger))
+        return cid
+
+    def _send_trigger(self, p: PendingCheckpoint, subtasks: Iterable[SubtaskId]) -> None:
+        for t in subtasks:
+            if p.is_discarded:
+                return
+            try:
+                self.gateway.trigger(t, p.checkpoint_id, p.trigger_ms, p.is_savepoint)
+            except Exception:  # noqa: BLE001 - a task we cannot reach fails the checkpoint
+                log.warning("could not trigger checkpoint %d on %s", p.checkpoint_id,
+                            t.key, exc_info=True)
+                self._abort(p, CheckpointFailureReason.TRIGGER_FAILURE)
+                return
+
+    def _maybe_trigger_final(self) -> None:
+        """Trigger the final checkpoint when every task not finished has ended its input,
+        some of them still wait for a checkpoint taken after that, no pending checkpoint
+        will be one, and max-concurrent allows."""
+        if self._shutdown or not self._awaiting_final or not self._all_ended():
+            return
+        waiting = self._awaiting_final
+        for p in self._pending.values():
+            if p.is_savepoint:  # completing a savepoint releases nobody
+                continue
+            if all(not p.is_acknowledged_by(t) or p.task_states[t.key].input_ended
+                   for t in waiting):
+                return  # it will complete with their after-the-end snapshots
+        if len(self._pending) >= self.settings.max_concurrent:
+            return  # triggered when a pending checkpoint ends
+        self._start(self.plan(), False, False, self.clock.monotonic_ms(), is_final=True)
+
+    # -- acknowledgements ------------------------------------------------------------------------
+    def receive_acknowledge(self, subtask: SubtaskId, checkpoint_id: int,
+                            state: Optional[TaskStateSnapshot],
+                            metrics: Optional[dict] = None) -> AckResult:
+        p = self._pending.get(checkpoint_id)
+        if p is None:
+            if checkpoint_id in self._recently_aborted:
+                # a late ack of an aborted checkpoint may have written files again
+                self._discard_dir(checkpoint_id)
+                return AckResult.DISCARDED
+            return AckResult.UNKNOWN
+        result = p.acknowledge(subtask, state, metrics)
+        if result is AckResult.SUCCESS:
+            self.stats.report_acknowledged(checkpoint_id, subtask.key, metrics)
+            if p.is_fully_acknowledged:
+                self._complete(p)
+        return result
+
+    def receive_decline(self, subtask: SubtaskId, checkpoint_id: int,
+                        reason: "Union[CheckpointFailureReason, str, None]" = None,
+                        message: str = "") -> None:
+        """A task could not take part: abort with ``reason`` (DECLINED when none or
+        unknown; a reason name as sent by tasks is accepted)."""
+        p = self._pending.get(checkpoint_id)
+        if p is None or subtask not in p.tasks_to_ack:
+            return
+        r = CheckpointFailureReason.parse(reason)
+        log.info("checkpoint %d declined by %s: %s%s", checkpoint_id, subtask.key, r.value,
+                 f" ({message})" if message else "")
+        self._abort(p, r, from_task=True, message=message)
+
+    # -- completion and abort ---------------------------------------------------------------------
+    def _complete(self, p: PendingCheckpoint) -> None:
+        cid = p.checkpoint_id
+        completed = CompletedCheckpoint(self.job_id, cid, p.trigger_ms, self.clock.now_ms(),
+                                        dict(p.task_states), p.is_savepoint)
+        try:
+            if self.storage is None:
+                raise RuntimeError("no checkpoint storage configured")
+            completed.external_path = self.storage.write_metadata(completed)
+        except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
+            log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
+            self._abort(p, CheckpointFailureReason.IO_FAILURE,
+                        message=f"{type(e).__name__}: {e}")
+            return
+        del self._pending[cid]
+        self._last_completion_ms = self.clock.monotonic_ms()
+        self.failures.on_success(cid)
+        self.stats.report_completed(cid, completed.completed_ms, completed.state_size(),
+                                    completed.external_path)
+        if not p.is_savepoint:
+            for old in self.store.add(completed):
+                if old.checkpoint_id != cid:
+                    self._discard_dir(old.checkpoint_id)
+            for older in [q for q in self._pending.values() if q.checkpoint_id < cid]:
+                self._abort(older, CheckpointFailureReason.SUBSUMED)
+            for t in sorted(p.tasks_to_ack):
+                if self.statuses.get(t) in (TaskStatus.RUNNING, TaskStatus.ENDED_INPUT):
+                    self._notify(self.gateway.notify_complete, t, cid)
+            for key, state in completed.task_states.items():
+                if state.finished or state.input_ended:
+                    self._awaiting_final.discard(self._by_key[key])
+        else:
+            self.store.add(completed)
+        log.info("completed %s %d of %s (%d bytes, %d ms)",
+                 "savepoint" if p.is_savepoint else "checkpoint", cid, self.job_id,
+                 completed.state_size(), completed.duration_ms)
+        self._maybe_trigger_final()
+
+    def _abort(self, p: PendingCheckpoint, reason: CheckpointFailureReason,
+               from_task: bool = False, message: str = "") -> None:
+        if p.is_discarded and p.checkpoint_id not in self._pending:
+            return
+        p.abort(reason)
+        self._pending.pop(p.checkpoint_id, None)
+        self._recently_aborted.append(p.checkpoint_id)
+        self._discard_dir(p.checkpoint_id)
+        if reason not in _NOTIFY_NOBODY:
+            for t in sorted(p.tasks_to_ack):
+                if self.statuses.get(t) in (TaskStatus.RUNNING, TaskStatus.ENDED_INPUT):
+                    self._notify(self.gateway.notify_aborted, t, p.checkpoint_id, reason)
+        text = reason.value + (f" {message}" if message else "")
+        self.stats.report_failed(p.checkpoint_id, self.clock.now_ms(), text)
+        log.info("%s %d of %s aborted: %s", "savepoint" if p.is_savepoint else "checkpoint",
+                 p.checkpoint_id, self.job_id, text)
+        error = self.failures.on_failure(p.checkpoint_id, reason, p.is_savepoint, from_task)
+        if error is not None:
+            if message:
+                error = f"{error}: {message}"
+            self.fail_job(error)
+        if reason != CheckpointFailureReason.SUBSUMED:
+            self._maybe_trigger_final()
+
+    def _discard_dir(self, checkpoint_id: int) -> None:
+        if self.storage is None:
+            return
+        try:
+            self.storage.discard_checkpoint(checkpoint_id)
+        except Exception:  # noqa: BLE001 - leftover files are not worth failing for
+            log.warning("could not discard checkpoint %d of %s", checkpoint_id, self.job_id,
+                        exc_info=True)
+
+    def _notify(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - one unreachable task must not stop the others
+            log.warning("checkpoint notification %s%r failed", fn.__name__, args,
+                        exc_info=True)
+
+    def shutdown(self) -> None:
+        """Abort every pending checkpoint (COORDINATOR_SHUTDOWN); trigger nothing more."""
+        self._shutdown = True
+        self._next_trigger_ms = None
+        for p in list(self._pending.values()):
+            self._abort(p, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _check_known(self, subtask: SubtaskId) -> None:
+        if subtask not in self.statuses:
+            raise KeyError(f"unknown subtask {subtask.key!r}")
+
+    def _all_finished(self) -> bool:
+        return all(s == TaskStatus.FINISHED for s in self.statuses.values())
+
+    def _all_ended(self) -> bool:
+        return all(s in _DONE for s in self.statuses.values())

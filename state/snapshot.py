@@ -1,0 +1,85 @@
+"""What a checkpoint holds for one subtask: handles to keyed state, operator state, flags.
+
+The task builds a :class:`TaskStateSnapshot` in its synchronous part (operator state is
+serialized right away, so later changes cannot leak into it) and completes the keyed part
+in its asynchronous part (a file in checkpoint storage, referenced by a
+:class:`KeyedStateHandle`). The job master keeps snapshots opaque: it never unpickles user
+objects, so redistribution works on serialized elements.
+
+>>> entry = OperatorStateEntry(SPLIT_DISTRIBUTE, [b"a", b"b"])
+>>> snap = TaskStateSnapshot({"src": OperatorSubtaskState({"positions": entry})})
+>>> snap.state_size()
+2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from .key_groups import KeyGroupRange
+
+__all__ = [
+    "SPLIT_DISTRIBUTE",
+    "UNION",
+    "OperatorStateEntry",
+    "KeyedStateHandle",
+    "OperatorSubtaskState",
+    "TaskStateSnapshot",
+]
+
+SPLIT_DISTRIBUTE = "SPLIT_DISTRIBUTE"  # each element goes to one subtask on rescale
+UNION = "UNION"                        # every subtask gets all elements on restore
+
+
+@dataclass
+class OperatorStateEntry:
+    """One named operator list state: its redistribution mode and serialized elements."""
+
+    mode: str
+    items: List[bytes] = field(default_factory=list)
+
+    def size(self) -> int:
+        return sum(len(i) for i in self.items)
+
+
+@dataclass
+class KeyedStateHandle:
+    """A file in checkpoint storage holding the keyed state of ``key_group_range``."""
+
+    path: str
+    key_group_range: KeyGroupRange
+    size: int
+
+
+@dataclass
+class OperatorSubtaskState:
+    """State of one operator in one subtask."""
+
+    operator_state: Dict[str, OperatorStateEntry] = field(default_factory=dict)
+    keyed: Optional[KeyedStateHandle] = None
+
+    def size(self) -> int:
+        keyed = self.keyed.size if self.keyed is not None else 0
+        return keyed + sum(e.size() for e in self.operator_state.values())
+
+
+@dataclass
+class TaskStateSnapshot:
+    """State of every operator of one subtask, keyed by operator uid.
+
+    ``finished``: the subtask had finished when the checkpoint was taken; restored, it
+    emits nothing and ends at once. ``input_ended``: the snapshot was taken after the
+    subtask's input ended and its operators finished (the final checkpoint).
+    """
+
+    operators: Dict[str, OperatorSubtaskState] = field(default_factory=dict)
+    finished: bool = False
+    input_ended: bool = False
+
+    @staticmethod
+    def finished_task() -> "TaskStateSnapshot":
+        return TaskStateSnapshot({}, finished=True)
+
+    def state_size(self) -> int:
+        return sum(o.size() for o in self.operators.values())
