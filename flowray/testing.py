@@ -19,5 +19,8 @@ from flowray.operators.testing import (
     TestingSourceReader,
 )
 
-__all__ = ["TestingSource", "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker",
+from flowray.operators.testing_sinks import TransactionalTestingSink
+from flowray.runtime.testing import FaultInjector, wait_until
+
+__all__ = ["TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource", "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker",
            "FailMarker", "KillMarker", "PauseMarker", "FAIL", "KILL", "PAUSE"]

@@ -32,6 +32,7 @@ from flowray.operators.sinks import (
     SinkWriterOperator,
 )
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink, TwoPhaseCommitSinkOperator
 
 from .checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategyConfiguration
 from .client import CollectIterator, JobClient, JobExecutionResult
@@ -352,10 +353,16 @@ class DataStream:
         name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
         return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name))
 
-    def sink_to(self, sink: Sink) -> "DataStreamSink":
+    def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
+        """Write to ``sink``: a :class:`Sink` (at-least-once) or a
+        :class:`TwoPhaseCommitSink` such as ``FileSink`` (exactly-once with checkpoints)."""
+        if isinstance(sink, TwoPhaseCommitSink):
+            return self._sink(TwoPhaseCommitSinkOperator(sink))
         return self._sink(SinkWriterOperator(sink))
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        if isinstance(sink_func, TwoPhaseCommitSink):
+            return self._sink(TwoPhaseCommitSinkOperator(sink_func))
         return self._sink(SinkFunctionOperator(sink_func))
 
     def execute_and_collect(self, job_name: Optional[str] = None,

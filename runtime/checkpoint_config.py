@@ -7,7 +7,7 @@ every path is validated the same way and the job sees one configuration.
 >>> from flowray.runtime.config import Configuration
 >>> conf = Configuration()
 >>> cc = CheckpointConfig(conf)
->>> cc.set_checkpoint_interval(500); cc.set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
+>>> _ = cc.set_checkpoint_interval(500).set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
 >>> conf.to_dict()["execution.checkpointing.interval"], cc.get_checkpointing_mode().name
 ('500 ms', 'AT_LEAST_ONCE')
 >>> RestartStrategies.fixed_delay_restart(3, 10_000).to_dict()["restart-strategy.type"]

@@ -267,21 +267,17 @@ class DriverEndpoint:
 
     def _run(self) -> None:
         conns = self._connections
-        readers: Dict[str, ChannelReader] = {}
-        ended: set = set()
+        latest: Dict[str, ChannelReader] = {}   # newest connection per channel
+        open_readers: List[ChannelReader] = []   # every connection not yet at its end
+        ended: set = set()                       # channels whose newest connection ended
         wanted = set(self.channel_ids)
         try:
             while not self._stop.is_set():
-                live = [r for cid, r in readers.items() if cid not in ended]
-                for r in conns.poll_new(0.0 if live else 0.05):
-                    old = readers.get(r.channel_id)
-                    if old is not None:
-                        old.close()
-                    readers[r.channel_id] = r
+                for r in conns.poll_new(0.0 if open_readers else 0.05):
+                    latest[r.channel_id] = r
+                    open_readers.append(r)
                     ended.discard(r.channel_id)
-                    self._all_ended.clear()
-                live = [r for cid, r in readers.items() if cid not in ended]
-                for r in (conns.gate.wait(live, 0.05) if live else []):
+                for r in (conns.gate.wait(list(open_readers), 0.05) if open_readers else []):
                     try:
                         while True:
                             frame = r.poll()
@@ -290,19 +286,22 @@ class DriverEndpoint:
                             if type(frame) is RecordBatch:
                                 self._deliver(frame.records)
                             elif type(frame) is EndOfPartition:
-                                ended.add(r.channel_id)
+                                open_readers.remove(r)
+                                if latest.get(r.channel_id) is r:
+                                    ended.add(r.channel_id)
                                 break
                     except ChannelClosedError:
-                        # the producer died; its restarted attempt connects again
+                        # the producer died after sending what was read; its restarted
+                        # attempt connects again
+                        open_readers.remove(r)
                         r.close()
-                        readers.pop(r.channel_id, None)
                 if ended >= wanted and not self._all_ended.is_set():
                     self._all_ended.set()
                     self._put_end()
         except BaseException as e:  # noqa: BLE001 - reported to the iterator
             self.error = e
         finally:
-            for r in readers.values():
+            for r in open_readers:
                 r.close()
             conns.close()
             if not self._all_ended.is_set():

@@ -1,4 +1,24 @@
+import logging
 import os
+
+import pytest
 
 # keep Ray's unix socket paths short and its output quiet
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One shared local Ray for every test that needs it (never a cluster per test)."""
+    import ray
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False, namespace="flowray",
+                 logging_level=logging.WARNING)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def env(ray_session):
+    from flowray import StreamExecutionEnvironment
+    return StreamExecutionEnvironment.get_execution_environment()

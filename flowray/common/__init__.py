@@ -3,11 +3,12 @@
 from flowray.runtime.checkpoint_config import RestartStrategies
 from flowray.runtime.config import Configuration, ConfigurationError
 
+from .serialization import Encoder
 from .types import Row
 from .typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
 
 __all__ = ["Row", "Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
-           "TupleTypeInfo", "WatermarkStrategy", "RestartStrategies"]
+           "TupleTypeInfo", "WatermarkStrategy", "RestartStrategies", "Encoder"]
 
 
 class WatermarkStrategy:

@@ -12,6 +12,12 @@ MODULES = [
     "flowray.operators.functions", "flowray.common.types", "flowray.operators.keyed", "flowray.operators.sources",
     "flowray.runtime.restart",
     "flowray.operators.testing", "flowray.operators.file_source",
+    "flowray.state.operator_state",
+    "flowray.operators.file_sink", "flowray.common.serialization",
+    "flowray.datastream.connectors.file_system",
+    "flowray.runtime.checkpoint_coordinator", "flowray.runtime.checkpoint_storage",
+    "flowray.runtime.checkpoint_stats", "flowray.runtime.checkpoint_config", "flowray.state.snapshot",
+    "flowray.operators.testing_sinks", "flowray.operators.two_phase_commit",
 ]
 
 
