@@ -15,6 +15,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import cloudpickle
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
@@ -229,9 +230,10 @@ class JobMaster(TaskDeployer):
     :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
     (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
-    def __init__(self, job: PreparedJob, driver_addresses: Dict[str, Dict[str, Any]],
+    def __init__(self, job_bytes: bytes, driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
+        job: PreparedJob = cloudpickle.loads(job_bytes)
         self.job = job
         self.name_prefix = name_prefix
         self.driver_addresses = driver_addresses
@@ -507,8 +509,10 @@ class RayExecutor(JobExecutor):
                                             _SocketDriverConnections(listener, set(chans))))
         prefix = _free_name_prefix(job.job_name)
         name = f"{prefix}/jobmaster"
+        # pickled here: the user's modules are registered for pickling by value with
+        # cloudpickle, which Ray's own vendored copy does not know about
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=0).remote(
-            job, driver_addresses, prefix)
+            cloudpickle.dumps(job), driver_addresses, prefix)
         for ep in endpoints:
             ep.start()
         ref = master.run.remote()

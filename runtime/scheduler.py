@@ -148,7 +148,9 @@ class JobScheduler:
         self.coordinator.tasks_running(self.subtasks)
 
     def cancel(self) -> None:
-        if self.is_done or self.status is JobStatus.CANCELLING:
+        # as Flink: a job already FAILING stays failing (its cause must not be reported
+        # as CANCELED); its tasks are being cancelled anyway
+        if self.is_done or self.status in (JobStatus.CANCELLING, JobStatus.FAILING):
             return
         self.status = JobStatus.CANCELLING
         self._stop_all()

@@ -1,0 +1,186 @@
+"""Checkpointing end to end: exactly-once file output, the final checkpoint of bounded
+jobs, checkpoints after some tasks finished, operator state, and checkpoint statistics —
+on Ray, and on the local executor (threads) where the same scheduler runs without Ray."""
+
+import os
+from collections import Counter
+
+import pytest
+
+from flowray import Configuration, StreamExecutionEnvironment
+from flowray.common import WatermarkStrategy
+from flowray.common.serialization import Encoder
+from flowray.datastream import CheckpointedFunction, CheckpointingMode, MapFunction
+from flowray.datastream.connectors.file_system import FileSink, OutputFileConfig
+from flowray.state.descriptors import ListStateDescriptor
+from flowray.testing import FAIL, PAUSE, TestingSource, TransactionalTestingSink
+
+RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
+           "restart-strategy.fixed-delay.delay": "50 ms"}
+
+
+def _env(tmp_path, target, interval_ms=100, extra=None):
+    conf = {"state.checkpoints.dir": str(tmp_path / "checkpoints"), **RESTART, **(extra or {})}
+    if target == "local":
+        conf["execution.target"] = "local"
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration(conf))
+    if interval_ms is not None:
+        env.enable_checkpointing(interval_ms)
+    return env
+
+
+@pytest.fixture(params=["ray", "local"])
+def target(request):
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
+def _visible_lines(folder):
+    lines, hidden = [], []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("."):
+            hidden.append(name)
+            continue
+        with open(os.path.join(folder, name)) as f:
+            lines.extend(f.read().splitlines())
+    return lines, hidden
+
+
+def test_file_sink_bounded_job_commits_everything_once(tmp_path, target):
+    """A long interval: the only checkpoint is the final one, and it commits the output."""
+    env = _env(tmp_path, target, interval_ms=60_000)
+    env.set_parallelism(2)
+    out = tmp_path / "out"
+    items = [f"line-{i}" for i in range(5_000)]
+    sink = (FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+            .with_output_file_config(OutputFileConfig.builder().with_part_suffix(".txt").build())
+            .build())
+    env.from_collection(items).map(lambda s: s.upper()).sink_to(sink)
+    result = env.execute("file-sink")
+    lines, hidden = _visible_lines(out)
+    assert sorted(lines) == sorted(s.upper() for s in items)
+    assert hidden == []
+    assert all(name.endswith(".txt") for name in os.listdir(out))
+    assert result.outcome.checkpoints >= 1
+
+
+def test_file_sink_without_checkpointing_commits_at_the_end(tmp_path, target):
+    env = _env(tmp_path, target, interval_ms=None)
+    out = tmp_path / "out"
+    sink = FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
+    env.from_collection(list(range(100))).sink_to(sink)
+    env.execute("file-sink-no-checkpoints")
+    lines, hidden = _visible_lines(out)
+    assert sorted(map(int, lines)) == list(range(100)) and hidden == []
+
+
+def test_file_sink_exactly_once_across_a_failure(tmp_path, target):
+    env = _env(tmp_path, target, interval_ms=50)
+    env.set_parallelism(2)
+    items = []
+    for i in range(3_000):
+        if i == 2_000:
+            items.append(FAIL())
+        if i % 300 == 0:
+            items.append(PAUSE(0.03))
+        items.append(i)
+    out = tmp_path / "out"
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda x: x * 2)
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    result = env.execute("file-sink-failure")
+    lines, hidden = _visible_lines(out)
+    assert Counter(map(int, lines)) == Counter(2 * i for i in range(3_000))
+    assert hidden == []
+    assert result.outcome.restarts == 1 and source.fired_markers()
+
+
+def test_checkpoints_go_on_after_a_source_finished(tmp_path, target):
+    """The short source finishes early; later checkpoints record it as finished, the job
+    fails after that and recovers from such a checkpoint: exactly once, nothing replayed
+    from the finished source and nothing lost."""
+    env = _env(tmp_path, target, interval_ms=50)
+    short = TestingSource([("short", i) for i in range(100)], ledger_dir=str(tmp_path / "f1"))
+    long_items = []
+    for i in range(2_000):
+        if i % 100 == 0:
+            long_items.append(PAUSE(0.03))  # ~0.6 s: the short source is long gone
+        if i == 1_500:
+            long_items.append(FAIL())
+        long_items.append(("long", i))
+    longer = TestingSource(long_items, ledger_dir=str(tmp_path / "f2"))
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    a = env.from_source(short, WatermarkStrategy.no_watermarks(), "short")
+    b = env.from_source(longer, WatermarkStrategy.no_watermarks(), "long")
+    a.union(b).key_by(lambda t: t[0]).map(lambda t: t).sink_to(sink)
+    client = env.execute_async("finished-source")
+    result = client.wait(timeout_s=120)
+    expected = Counter([("short", i) for i in range(100)] + [("long", i) for i in range(2_000)])
+    assert Counter(sink.committed()) == expected
+    assert result.outcome.restarts == 1
+    history = result.get_checkpoint_stats()["history"]
+    finished_short = [h for h in history if h["status"] == "COMPLETED"
+                      and any(m.get("finished") for m in h["tasks"].values())]
+    assert finished_short, "no checkpoint completed while the short source was finished"
+
+
+class _Numbering(MapFunction, CheckpointedFunction):
+    """Numbers records per subtask; the counter is operator state."""
+
+    def initialize_state(self, context):
+        self.state = context.get_operator_state_store().get_list_state(
+            ListStateDescriptor("next-number"))
+        restored = list(self.state.get())
+        self.next = restored[0] if restored else 0
+
+    def snapshot_state(self, context):
+        self.state.update([self.next])
+
+    def map(self, value):
+        n = self.next
+        self.next += 1
+        return n
+
+
+def test_operator_state_survives_a_failure(tmp_path, target):
+    env = _env(tmp_path, target, interval_ms=50)
+    items = []
+    for i in range(2_000):
+        if i % 200 == 0:
+            items.append(PAUSE(0.03))
+        if i == 1_200:
+            items.append(FAIL())
+        items.append(i)
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .map(_Numbering()).sink_to(sink))
+    result = env.execute("operator-state")
+    assert result.outcome.restarts == 1
+    # restored counters continue where the checkpoint left them: 0..1999, each once
+    assert sorted(sink.committed()) == list(range(2_000))
+
+
+def test_checkpoint_stats_report_every_task(tmp_path, target):
+    env = _env(tmp_path, target, interval_ms=50,
+               extra={"execution.checkpointing.mode": "AT_LEAST_ONCE"})
+    env.set_parallelism(2)
+    items = [PAUSE(0.02) if i % 100 == 0 else i for i in range(1_500)]
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .key_by(lambda x: x % 5).map(lambda x: x)
+        .sink_to(TransactionalTestingSink(str(tmp_path / "out"))))
+    result = env.execute("stats")
+    stats = result.get_checkpoint_stats()
+    completed = [h for h in stats["history"] if h["status"] == "COMPLETED"]
+    assert stats["counts"]["completed"] == len(completed) >= 2
+    for h in completed:
+        assert h["duration_ms"] >= 0 and h["state_size"] > 0
+        acked = [m for m in h["tasks"].values() if not m.get("finished")]
+        assert acked
+        for metrics in acked:
+            assert {"sync_ms", "async_ms", "alignment_ms", "bytes"} <= set(metrics)
+    assert "checkpoints" in result.summary()
+    assert env.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
