@@ -207,9 +207,11 @@ class JobClient:
         except Exception:  # progress is best effort
             return
         if p:
-            get_logger().info("flowray: job %r running %.0f s: %s source records, %s records in tasks",
-                     self._handle.job_name, p.get("running_s", 0.0),
-                     f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}")
+            get_logger().info("flowray: job %r running %.0f s: %s source records, %s records "
+                              "in tasks, %s checkpoints, %s restarts",
+                              self._handle.job_name, p.get("running_s", 0.0),
+                              f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}",
+                              p.get("checkpoints", 0), p.get("restarts", 0))
 
 
 class DriverConnections:

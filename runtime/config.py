@@ -44,6 +44,7 @@ __all__ = [
     "CHECKPOINTING_TOLERABLE_FAILURES",
     "CHECKPOINTING_UNALIGNED",
     "CHECKPOINTS_DIR",
+    "CHECKPOINTS_RETENTION",
     "CHECKPOINTS_NUM_RETAINED",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
@@ -295,6 +296,14 @@ CHECKPOINTING_UNALIGNED = _option(
     "execution.checkpointing.unaligned", _parse_bool, False,
     "Unaligned checkpoints (not supported: must be false).",
     check=lambda v: "unaligned checkpoints are not supported yet" if v else None)
+CHECKPOINTS_RETENTION = _option(
+    "execution.checkpointing.externalized-checkpoint-retention", _parse_str,
+    "NO_EXTERNALIZED_CHECKPOINTS",
+    "What happens to a job's checkpoints when it ends: NO_EXTERNALIZED_CHECKPOINTS (deleted "
+    "whatever the outcome), DELETE_ON_CANCELLATION (kept if the job failed), "
+    "RETAIN_ON_CANCELLATION (kept if it failed or was cancelled). A finished job's "
+    "checkpoints are always deleted.",
+    choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"))
 CHECKPOINTS_DIR = _option(
     "state.checkpoints.dir", _parse_str, None,
     "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "

@@ -217,7 +217,9 @@ class _LocalJob(TaskDeployer, JobHandle):
     def progress(self) -> Dict[str, Any]:
         ms = [t.metrics() for t in list(self.tasks.values())]
         return {"records_in": sum(m["records_in"] for m in ms),
-                "source_records": sum(m["records_in"] for m in ms if m["is_source"])}
+                "source_records": sum(m["records_in"] for m in ms if m["is_source"]),
+                "checkpoints": self.scheduler.stats.counts().get("completed", 0),
+                "restarts": self.scheduler.restarts}
 
 
 class LocalExecutor(JobExecutor):

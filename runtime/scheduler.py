@@ -34,7 +34,7 @@ from .checkpoint_stats import CheckpointStatsTracker
 from .checkpoint_storage import CheckpointStorage, checkpoint_storage_from_config
 from .client import JobOutcome, JobStatus
 from .clock import Clock
-from .config import Configuration
+from .config import CHECKPOINTS_RETENTION, Configuration
 from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
@@ -94,6 +94,7 @@ class JobScheduler:
         self._start_ms = clock.monotonic_ms()
         self._end_ms: Optional[float] = None
         self.stats = CheckpointStatsTracker()
+        self.retention = conf.get(CHECKPOINTS_RETENTION)
         if storage is None and self.settings.enabled:
             storage = checkpoint_storage_from_config(conf, job_id)
         self.storage = storage
@@ -263,10 +264,26 @@ class JobScheduler:
     def _finish(self) -> None:
         self._end_ms = self.clock.monotonic_ms()
         self.coordinator.shutdown()
+        if self.storage is not None and _discard_on_end(self.retention, self.status):
+            try:
+                self.storage.discard_job()
+            except Exception as e:  # noqa: BLE001 - the job's outcome stands
+                log.warning("flowray: could not delete the checkpoints of job %r: %s",
+                            self.job_name, e)
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""
         return 50.0
+
+
+def _discard_on_end(retention: str, status: JobStatus) -> bool:
+    """Flink's externalized-checkpoint retention: are a job's checkpoints deleted when it
+    ends with ``status``?"""
+    if status is JobStatus.FINISHED or retention == "NO_EXTERNALIZED_CHECKPOINTS":
+        return True
+    if status is JobStatus.CANCELED:
+        return retention == "DELETE_ON_CANCELLATION"
+    return False  # FAILED: kept by both externalized modes
 
 
 def _lost_failure(subtask: SubtaskId, reason: str) -> TaskFailure:

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from flowray import Configuration, StreamExecutionEnvironment
+from flowray import Configuration, JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.common.serialization import Encoder
 from flowray.datastream import CheckpointedFunction, CheckpointingMode, MapFunction
@@ -63,6 +63,25 @@ def test_file_sink_bounded_job_commits_everything_once(tmp_path, target):
     assert hidden == []
     assert all(name.endswith(".txt") for name in os.listdir(out))
     assert result.outcome.checkpoints >= 1
+    # a finished job's checkpoints are deleted (Flink's default retention)
+    assert not (tmp_path / "checkpoints" / result.get_job_id()).exists()
+
+
+@pytest.mark.parametrize("retention, kept", [("NO_EXTERNALIZED_CHECKPOINTS", False),
+                                             ("RETAIN_ON_CANCELLATION", True)])
+def test_retention_of_a_failed_jobs_checkpoints(tmp_path, retention, kept):
+    env = _env(tmp_path, "local", interval_ms=20, extra={
+        "restart-strategy.type": "none",
+        "execution.checkpointing.externalized-checkpoint-retention": retention})
+    items = [PAUSE(0.02) if i % 50 == 0 else i for i in range(500)] + [FAIL()]
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "n").sink_to(
+        TransactionalTestingSink(str(tmp_path / "out")))
+    client = env.execute_async("retention")
+    with pytest.raises(JobExecutionError):
+        client.wait(timeout_s=60)
+    job_dir = tmp_path / "checkpoints" / client.get_job_id()
+    assert any(job_dir.glob("chk-*/_metadata")) is kept
 
 
 def test_file_sink_without_checkpointing_commits_at_the_end(tmp_path, target):
