@@ -37,6 +37,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[test,bench]"
 	$(PY) benchmarks/throughput.py
+	$(PY) benchmarks/checkpoints.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

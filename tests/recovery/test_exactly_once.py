@@ -14,18 +14,20 @@ import pytest
 from flowray import JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.datastream import CheckpointingMode
-from flowray.testing import (FAIL, PAUSE, FaultInjector, TestingSource,
+from flowray.testing import (FAIL, KILL, PAUSE, FaultInjector, Marker, TestingSource,
                              TransactionalTestingSink, wait_until)
 
 N = 200_000
 KEYS = 40
 
 
-def _records(rng, fail_at, pause_every=2_500, pause_s=0.05):
+def _records(rng, fail_at, pause_every=2_500, pause_s=0.05, kill_at=None):
     items = []
     for i in range(N):
         if i == fail_at:
             items.append(FAIL())
+        if i == kill_at:
+            items.append(KILL())  # the source's own actor process exits
         if i and i % pause_every == 0:
             items.append(PAUSE(pause_s))  # keeps the job running long enough to be hit
         items.append((f"k{i % KEYS}", 1))
@@ -68,18 +70,24 @@ def _kill_at(client, sink, fractions, rng):
     return injector
 
 
+def _fault_positions(items):
+    return [i for i, item in enumerate(items)
+            if isinstance(item, Marker) and item.is_fault]
+
+
 def test_exactly_once_with_three_kills_and_a_user_failure(ray_session, tmp_path):
     rng = random.Random(20261123)
     fail_at = rng.randrange(N // 10, N - N // 10)
-    client, source, sink = _submit(tmp_path, RESTARTS, _records(rng, fail_at),
-                                   CheckpointingMode.EXACTLY_ONCE)
+    kill_at = rng.randrange(N // 10, N - N // 10)
+    items = _records(rng, fail_at, kill_at=kill_at)
+    client, source, sink = _submit(tmp_path, RESTARTS, items, CheckpointingMode.EXACTLY_ONCE)
     fractions = sorted(rng.uniform(0.1, 0.8) for _ in range(3))
     injector = _kill_at(client, sink, fractions, rng)
     result = client.wait(timeout_s=300)
 
     assert len(injector.killed) == 3
-    assert source.fired_markers() == [fail_at + fail_at // 2_500]  # index in items
-    assert result.outcome.restarts >= 4  # three kills and the FAIL marker
+    assert source.fired_markers() == _fault_positions(items)  # FAIL and KILL, once each
+    assert result.outcome.restarts >= 5  # three kills, the FAIL and the KILL marker
     committed = Counter(sink.committed())
     assert committed == _expected(), _diff(committed, _expected())
     assert sink.pending() == []
