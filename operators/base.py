@@ -297,42 +297,31 @@ class StreamOperator:
     def initialize_state(self, context: StateInitializationContext) -> None:
         """Before ``open``: restore operator state. The default hands the context to user
         functions that implement ``initialize_state`` (:class:`CheckpointedFunction`)."""
-        for fn in self.user_functions():
-            hook = getattr(fn, "initialize_state", None)
-            if callable(hook):
-                try:
-                    hook(context)
-                except Exception as e:
-                    raise self.user_error(e) from e
+        self._call_user_hooks("initialize_state", context)
 
     def snapshot_state(self, context: StateSnapshotContext) -> None:
         """At the checkpoint's synchronous point: write state into the operator state
         store. The default calls ``snapshot_state`` of user functions."""
-        for fn in self.user_functions():
-            hook = getattr(fn, "snapshot_state", None)
-            if callable(hook) and hasattr(fn, "initialize_state"):
-                try:
-                    hook(context)
-                except Exception as e:
-                    raise self.user_error(e) from e
+        self._call_user_hooks("snapshot_state", context, also_needs="initialize_state")
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        for fn in self.user_functions():
-            hook = getattr(fn, "notify_checkpoint_complete", None)
-            if callable(hook):
-                try:
-                    hook(checkpoint_id)
-                except Exception as e:
-                    raise self.user_error(e) from e
+        self._call_user_hooks("notify_checkpoint_complete", checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._call_user_hooks("notify_checkpoint_aborted", checkpoint_id)
+
+    def _call_user_hooks(self, method: str, argument: Any,
+                         also_needs: Optional[str] = None) -> None:
+        """Call ``method(argument)`` on every user function that has it (and, if given,
+        also has ``also_needs``); exceptions become user errors naming the operator."""
         for fn in self.user_functions():
-            hook = getattr(fn, "notify_checkpoint_aborted", None)
-            if callable(hook):
-                try:
-                    hook(checkpoint_id)
-                except Exception as e:
-                    raise self.user_error(e) from e
+            hook = getattr(fn, method, None)
+            if not callable(hook) or (also_needs and not hasattr(fn, also_needs)):
+                continue
+            try:
+                hook(argument)
+            except Exception as e:
+                raise self.user_error(e) from e
 
     def close(self) -> None:
         pass

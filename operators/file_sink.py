@@ -54,8 +54,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import urllib.parse
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, List, Optional, Set
@@ -64,6 +62,7 @@ from flowray.common.serialization import Encoder
 
 from .sinks import SinkWriterContext
 from .two_phase_commit import TwoPhaseCommitSink
+from .local_files import local_path
 
 __all__ = [
     "FileSink",
@@ -202,19 +201,7 @@ class _OpenPart:
 
 
 def _local_path(path: str) -> str:
-    """An absolute local path for ``path`` (a plain path or a ``file://`` URI)."""
-    path = os.fspath(path)
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"FileSink: the base path must be a non-empty string, got {path!r}")
-    parsed = urllib.parse.urlparse(path)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"FileSink: remote file URI {path!r} is not supported")
-        path = urllib.request.url2pathname(parsed.path)
-    elif parsed.scheme and len(parsed.scheme) > 1:  # (a one-letter scheme is a drive letter)
-        raise ValueError(f"FileSink: only local paths and file:// URIs are supported, "
-                         f"not {path!r}")
-    return os.path.abspath(os.path.expanduser(path))
+    return local_path(path, "FileSink")
 
 
 def _fsync_dir(directory: str) -> None:

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import codecs
 import os
-import urllib.parse
-import urllib.request
 from typing import Any, BinaryIO, List, Optional, Sequence, Tuple
 
 from .sources import Boundedness, Source, SourceReader, SourceReaderContext
+from .local_files import local_path
 
 __all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSourceReader"]
 
@@ -65,17 +64,7 @@ class StreamFormat:
 
 
 def _local_path(path: str) -> str:
-    """A local filesystem path for ``path`` (a plain path or a ``file://`` URI)."""
-    path = os.fspath(path)
-    parsed = urllib.parse.urlparse(path)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"FileSource: remote file URI {path!r} is not supported")
-        path = urllib.request.url2pathname(parsed.path)
-    elif parsed.scheme and len(parsed.scheme) > 1:  # (a one-letter scheme is a drive letter)
-        raise ValueError(f"FileSource: only local files and file:// URIs are supported, "
-                         f"not {path!r}")
-    return os.path.abspath(os.path.expanduser(path))
+    return local_path(path, "FileSource")
 
 
 def enumerate_files(paths: Sequence[str]) -> List[str]:
