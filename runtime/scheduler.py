@@ -39,7 +39,7 @@ from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
 
-__all__ = ["TaskDeployer", "JobScheduler"]
+__all__ = ["TaskDeployer", "JobScheduler", "root_cause"]
 
 log = logging.getLogger("flowray")
 
@@ -91,6 +91,7 @@ class JobScheduler:
         self.failures: List[TaskFailure] = []            # every failure, in order
         self._restart_at: Optional[float] = None
         self._cancel_sent_at: Optional[float] = None
+        self._attempt_failures: List[TaskFailure] = []
         self._start_ms = clock.monotonic_ms()
         self._end_ms: Optional[float] = None
         self.stats = CheckpointStatsTracker()
@@ -142,6 +143,7 @@ class JobScheduler:
         self.status = JobStatus.RUNNING
         self._cancel_sent_at = None
         self._restart_at = None
+        self._attempt_failures = []
         if latest is not None:
             log.info("flowray: job %r attempt %d restores checkpoint %d", self.job_name,
                      self.attempt, latest.checkpoint_id)
@@ -169,7 +171,9 @@ class JobScheduler:
         if result.state is TaskState.FINISHED:
             self.coordinator.task_finished(s)
         elif result.state is TaskState.FAILED:
-            self._on_failure(result.failure or _lost_failure(s, "failed without a cause"))
+            failure = result.failure or _lost_failure(s, "failed without a cause")
+            self._attempt_failures.append(failure)
+            self._on_failure(failure)
         elif result.state is TaskState.CANCELED and self.status is JobStatus.RUNNING:
             self._on_failure(_lost_failure(s, "was cancelled outside the job master"))
         self._check_progress()
@@ -256,6 +260,7 @@ class JobScheduler:
                 self._deploy()
         elif self.status is JobStatus.FAILING:
             self.status = JobStatus.FAILED
+            self.failure = root_cause(self._attempt_failures) or self.failure
             self._finish()
         elif self.status is JobStatus.CANCELLING:
             self.status = JobStatus.CANCELED
@@ -284,6 +289,21 @@ def _discard_on_end(retention: str, status: JobStatus) -> bool:
     if status is JobStatus.CANCELED:
         return retention == "DELETE_ON_CANCELLATION"
     return False  # FAILED: kept by both externalized modes
+
+
+#: failures that follow from another task's failure (its connection broke)
+_CONSEQUENTIAL = ("ChannelClosedError", "ChannelError", "BrokenPipeError",
+                  "ConnectionResetError")
+
+
+def root_cause(failures: List[TaskFailure]) -> Optional[TaskFailure]:
+    """The failure to report when several tasks of one attempt failed: the first that is
+    not merely a broken connection to a task that failed before (results of different
+    tasks reach the job master in any order)."""
+    for f in failures:
+        if f.user_code or f.cause_type not in _CONSEQUENTIAL:
+            return f
+    return failures[0] if failures else None
 
 
 def _lost_failure(subtask: SubtaskId, reason: str) -> TaskFailure:

@@ -492,6 +492,19 @@ def test_restart_strategy_none_fails_at_the_first_failure():
     assert len(h.deployer.deploys) == 1
 
 
+def test_the_root_cause_wins_over_broken_connections_that_arrive_first():
+    """Results of different tasks reach the job master in any order: a downstream task
+    whose input connection broke may report before the task that raised."""
+    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    broken = TaskFailure(task="sum", operator=None, cause_type="ChannelClosedError",
+                         message="peer closed", traceback_text="...", user_code=False)
+    h.result(SUM0, TaskState.FAILED, broken)
+    root = h.fail(SRC, "the real cause")
+    h.report_cancelled()
+    assert h.sched.status is JobStatus.FAILED
+    assert h.sched.outcome().failure is root
+
+
 def test_a_failure_of_the_only_running_task_fails_at_once():
     h = Harness(config=_config(**{"restart-strategy.type": "none"}))
     h.result(SRC, TaskState.FINISHED)
