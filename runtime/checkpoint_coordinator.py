@@ -634,11 +634,7 @@ class CheckpointCoordinator:
             return
         self.statuses[subtask] = TaskStatus.ENDED_INPUT
         self._awaiting_final.add(subtask)
-        for p in list(self._pending.values()):
-            if (subtask in p.not_yet_acknowledged and subtask not in p.tasks_triggered
-                    and not p.is_discarded):
-                p.tasks_triggered.add(subtask)
-                self._send_trigger(p, [subtask])
+        self._trigger_new_roots()
         self._maybe_trigger_final()
 
     def task_finished(self, subtask: SubtaskId) -> None:
@@ -656,6 +652,7 @@ class CheckpointCoordinator:
                                                {"finished": True})
                 if p.is_fully_acknowledged:
                     self._complete(p)
+        self._trigger_new_roots()
         if self._all_finished():
             self._next_trigger_ms = None
         else:  # the tasks still running may have been all that kept a final checkpoint
@@ -749,6 +746,23 @@ class CheckpointCoordinator:
                   len(plan.tasks_to_trigger), len(plan.tasks_to_ack), len(plan.finished))
         self._send_trigger(p, sorted(plan.tasks_to_trigger))
         return cid
+
+    def _trigger_new_roots(self) -> None:
+        """A task whose upstream tasks all ended or finished can no longer get a barrier
+        from them (they may have finished without taking part): trigger it directly for
+        every pending checkpoint it has not acknowledged and was not triggered for."""
+        # a task that ended its input has had end-of-partition from every upstream task,
+        # whatever their status here says
+        roots = set(self.plan().tasks_to_trigger) | {
+            t for t, st in self.statuses.items() if st == TaskStatus.ENDED_INPUT}
+        for p in list(self._pending.values()):
+            if p.is_discarded:
+                continue
+            new = sorted(t for t in roots
+                         if t in p.not_yet_acknowledged and t not in p.tasks_triggered)
+            if new:
+                p.tasks_triggered.update(new)
+                self._send_trigger(p, new)
 
     def _send_trigger(self, p: PendingCheckpoint, subtasks: Iterable[SubtaskId]) -> None:
         for t in subtasks:

@@ -763,3 +763,18 @@ def test_without_storage_checkpoints_fail_with_io_failure():
         coord.receive_acknowledge(t, cid, snapshot(), {})
     assert coord.latest_completed() is None and coord.pending_ids() == []
     assert h.failures == []  # a savepoint's I/O failure does not count
+
+
+def test_sources_finishing_without_the_barrier_make_their_consumers_trigger_roots():
+    """A source may finish before it runs the trigger: it sends end-of-partition and no
+    barrier. Its consumers then cannot get the barrier from anyone; once every source
+    they read finished, they are triggered directly (found in a hang under load)."""
+    h = Harness()
+    cid = h.trigger()
+    assert h.gateway.triggered(cid) == ["src:0", "src:1"]
+    h.coord.task_finished(SRC0)
+    assert h.gateway.triggered(cid) == ["src:0", "src:1"]  # map still reads src:1
+    h.coord.task_finished(SRC1)
+    assert h.gateway.triggered(cid) == ["map:0", "map:1", "src:0", "src:1"]
+    h.ack(cid, [MAP0, MAP1, SINK])
+    assert h.coord.latest_completed().checkpoint_id == cid
