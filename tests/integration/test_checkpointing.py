@@ -195,11 +195,14 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
     stats = result.get_checkpoint_stats()
     completed = [h for h in stats["history"] if h["status"] == "COMPLETED"]
     assert stats["counts"]["completed"] == len(completed) >= 2
-    for h in completed:
+    # (a checkpoint triggered while the last tasks finish may hold finished tasks only)
+    with_state = [h for h in completed
+                  if any(not m.get("finished") for m in h["tasks"].values())]
+    assert len(with_state) >= 2
+    for h in with_state:
         assert h["duration_ms"] >= 0 and h["state_size"] > 0
-        acked = [m for m in h["tasks"].values() if not m.get("finished")]
-        assert acked
-        for metrics in acked:
-            assert {"sync_ms", "async_ms", "alignment_ms", "bytes"} <= set(metrics)
+        for metrics in h["tasks"].values():
+            if not metrics.get("finished"):
+                assert {"sync_ms", "async_ms", "alignment_ms", "bytes"} <= set(metrics)
     assert "checkpoints" in result.summary()
     assert env.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
