@@ -313,8 +313,9 @@ class JobMaster(TaskDeployer):
             self.actors[d.subtask] = TaskActor.options(
                 name=self._name(d.subtask), namespace=NAMESPACE,
                 max_concurrency=8 + len(d.inputs), max_restarts=0).remote(d, self.me)
-        addrs = ray.get([self.actors[s].address.remote() for s in self.eg.subtasks()])
-        addresses = {s.key: a for s, a in zip(self.eg.subtasks(), addrs)}
+        # pipelined channels never leave a region, and a region is deployed whole
+        addrs = ray.get([self.actors[s].address.remote() for s in subtasks])
+        addresses = {s.key: a for s, a in zip(subtasks, addrs)}
         for s in subtasks:
             ref = self.actors[s].run.remote(addresses, self.driver_addresses)
             self.refs[ref] = (attempt, s)

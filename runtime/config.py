@@ -28,6 +28,7 @@ __all__ = [
     "MAX_PARALLELISM",
     "BUFFER_TIMEOUT",
     "RUNTIME_MODE",
+    "BLOCKING_PARTITIONS_DIR",
     "PIPELINE_NAME",
     "RAY_ADDRESS",
     "CHANNEL_TRANSPORT",
@@ -46,6 +47,7 @@ __all__ = [
     "CHECKPOINTS_DIR",
     "CHECKPOINTS_RETENTION",
     "CHECKPOINTS_NUM_RETAINED",
+    "FAILOVER_STRATEGY",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
     "FIXED_DELAY_DELAY",
@@ -224,8 +226,14 @@ MAX_PARALLELISM = _option("pipeline.max-parallelism", _parse_int, 128,
 BUFFER_TIMEOUT = _option("execution.buffer-timeout", parse_duration_ms, 100,
                          "Longest time a record waits in a channel batch before it is sent.")
 RUNTIME_MODE = _option("execution.runtime-mode", _parse_str, "STREAMING",
-                       "STREAMING (BATCH arrives with blocking partitions).",
-                       choices=("STREAMING",))
+                       "STREAMING, BATCH (every non-forward exchange is blocking: stages run "
+                       "one after another, a failure restarts one stage), or AUTOMATIC "
+                       "(BATCH when every source is bounded).",
+                       choices=("STREAMING", "BATCH", "AUTOMATIC"))
+BLOCKING_PARTITIONS_DIR = _option(
+    "flowray.blocking-partitions.dir", _parse_str, None,
+    "Where BATCH-mode blocking result partitions are written (a folder every task can "
+    "reach); unset: flowray-partitions in the system temp folder.")
 PIPELINE_NAME = _option("pipeline.name", _parse_str, None, "Job name used when none is given.")
 RAY_ADDRESS = _option("ray.address", _parse_str, None,
                       "Ray cluster to join (also RAY_ADDRESS); unset: embedded local Ray.")
@@ -311,6 +319,12 @@ CHECKPOINTS_DIR = _option(
 CHECKPOINTS_NUM_RETAINED = _option(
     "state.checkpoints.num-retained", _parse_int, 1,
     "Completed checkpoints kept; older ones are subsumed and deleted.", check=_at_least_one)
+
+FAILOVER_STRATEGY = _option(
+    "jobmanager.execution.failover-strategy", _parse_str, "region",
+    "Which tasks restart when one fails: 'region' (the failed task's pipelined region, the "
+    "regions producing lost blocking inputs, and all consumer regions) or 'full' (every task).",
+    choices=("region", "full"))
 
 # -- restart strategies ------------------------------------------------------------------
 RESTART_STRATEGY_TYPE = _option(

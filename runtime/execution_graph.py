@@ -13,8 +13,8 @@ from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_
 
 from .graph import JobEdge, JobGraph, JobVertex
 
-__all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "TaskDeploymentDescriptor",
-           "ExecutionGraph", "channel_id"]
+__all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "ResultPartitionSpec",
+           "TaskDeploymentDescriptor", "ExecutionGraph", "channel_id"]
 
 
 @dataclass(frozen=True, order=True)
@@ -36,6 +36,7 @@ class InputChannelSpec:
     channel_id: str
     input_index: int
     producer: SubtaskId
+    blocking: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,19 @@ class OutputEdgeSpec:
     edge_id: str
     # (channel id, consumer subtask) in the order the partitioner indexes them
     channels: Tuple[Tuple[str, SubtaskId], ...]
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class ResultPartitionSpec:
+    """The output of one producer subtask on one edge: one subpartition (channel) per
+    consumer subtask. Blocking partitions are complete before consumers read them."""
+
+    partition_id: str
+    producer: SubtaskId
+    consumers: Tuple[SubtaskId, ...]
+    channel_ids: Tuple[str, ...]
+    blocking: bool
 
 
 @dataclass
@@ -104,7 +118,8 @@ class ExecutionGraph:
             for p, c in self._pairs(edge):
                 if c == subtask.index:
                     out.append(InputChannelSpec(channel_id(edge.id, p, c), edge.input_index,
-                                                SubtaskId(edge.source_vertex, p)))
+                                                SubtaskId(edge.source_vertex, p),
+                                                edge.result_type == "blocking"))
         return out
 
     def output_edges(self, subtask: SubtaskId) -> List[OutputEdgeSpec]:
@@ -112,7 +127,20 @@ class ExecutionGraph:
         for edge in self.vertex(subtask).outputs:
             chans = tuple((channel_id(edge.id, p, c), SubtaskId(edge.target_vertex, c))
                           for p, c in self._pairs(edge) if p == subtask.index)
-            out.append(OutputEdgeSpec(edge.id, chans))
+            out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking"))
+        return out
+
+    def result_partitions(self) -> List[ResultPartitionSpec]:
+        """Every producer subtask's partition on every edge."""
+        out = []
+        for edge in self.job_graph.edges.values():
+            pairs = self._pairs(edge)
+            for p in range(self.vertices[edge.source_vertex].parallelism):
+                mine = [(c, channel_id(edge.id, p, c)) for pp, c in pairs if pp == p]
+                out.append(ResultPartitionSpec(
+                    f"{edge.id}/{p}", SubtaskId(edge.source_vertex, p),
+                    tuple(SubtaskId(edge.target_vertex, c) for c, _ in mine),
+                    tuple(cid for _, cid in mine), edge.result_type == "blocking"))
         return out
 
     def all_channels(self) -> List[str]:

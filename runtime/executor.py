@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import abc
+import logging
 import os
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
@@ -11,15 +13,36 @@ from typing import Any, Dict, List, Tuple
 from flowray.operators.sinks import DriverSinkOperator
 
 from .client import JobClient
-from .config import CHECKPOINTING_INTERVAL, CHECKPOINTS_DIR, Configuration
+from .config import (
+    BLOCKING_PARTITIONS_DIR,
+    CHECKPOINTING_INTERVAL,
+    CHECKPOINTS_DIR,
+    RUNTIME_MODE,
+    Configuration,
+)
 from .execution_graph import ExecutionGraph, SubtaskId
-from .graph import JobGraph
+from .graph import JobGraph, mark_blocking_exchanges
 from .serialization import dumps_checked, register_user_modules
 
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
 
 
 DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"
+log = logging.getLogger("flowray")
+
+
+def is_batch(conf: Configuration, job_graph: JobGraph) -> bool:
+    """BATCH, or AUTOMATIC with only bounded sources."""
+    mode = conf.get(RUNTIME_MODE)
+    if mode != "AUTOMATIC":
+        return mode == "BATCH"
+    from flowray.operators.sources import Boundedness, SourceOperator
+    for v in job_graph.vertices.values():
+        for op in v.plan.operators.values():
+            if isinstance(op, SourceOperator) and \
+                    op.source.get_boundedness() is not Boundedness.BOUNDED:
+                return False
+    return True
 
 
 def driver_channel_id(endpoint_id: str, subtask: SubtaskId) -> str:
@@ -62,6 +85,16 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
         plan_bytes[v.id] = dumps_checked(v.plan, f"task {v.name!r}")
     config = dict(config)
     conf = Configuration(config)
+    if is_batch(conf, job_graph):
+        mark_blocking_exchanges(job_graph)
+        config[RUNTIME_MODE.key] = "BATCH"
+        if conf.get(CHECKPOINTING_INTERVAL) is not None:
+            # as Flink: a BATCH job recovers by re-running stages, not from checkpoints
+            log.warning("flowray: checkpointing is ignored in BATCH mode")
+            config.pop(CHECKPOINTING_INTERVAL.key)
+        if conf.get(BLOCKING_PARTITIONS_DIR) is None:
+            config[BLOCKING_PARTITIONS_DIR.key] = os.path.join(tempfile.gettempdir(),
+                                                               "flowray-partitions")
     if conf.get(CHECKPOINTING_INTERVAL) is not None and conf.get(CHECKPOINTS_DIR) is None:
         # resolved here: task actors run in other working directories
         config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)

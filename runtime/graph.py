@@ -251,6 +251,16 @@ class JobEdge:
     source_node: int
     partitioner: StreamPartitioner
     input_index: int
+    #: "pipelined" (streamed while produced) or "blocking" (written whole, read later:
+    #: BATCH mode); blocking exchanges bound failover regions
+    result_type: str = "pipelined"
+
+
+def mark_blocking_exchanges(job_graph: "JobGraph") -> None:
+    """BATCH mode: every exchange that is not forward becomes blocking (as in Flink)."""
+    for edge in job_graph.edges.values():
+        if not edge.partitioner.is_pointwise:
+            edge.result_type = "blocking"
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from flowray.state.snapshot import TaskStateSnapshot
 
@@ -34,8 +34,10 @@ from .checkpoint_stats import CheckpointStatsTracker
 from .checkpoint_storage import CheckpointStorage, checkpoint_storage_from_config
 from .client import JobOutcome, JobStatus
 from .clock import Clock
-from .config import CHECKPOINTS_RETENTION, Configuration
-from .execution_graph import SubtaskId, TaskDeploymentDescriptor
+from .blocking import BlockingPartitionStore
+from .config import BLOCKING_PARTITIONS_DIR, CHECKPOINTS_RETENTION, RUNTIME_MODE, Configuration
+from .execution_graph import ResultPartitionSpec, SubtaskId, TaskDeploymentDescriptor
+from .failover import FailoverTopology, failover_strategy_from_config
 from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
 
@@ -102,6 +104,24 @@ class JobScheduler:
         self.coordinator = CheckpointCoordinator(
             job_id, self.settings, execution_graph.upstream(), storage, deployer, clock,
             self._on_checkpoint_failure_threshold, stats=self.stats)
+        # regions, blocking partitions and the failover strategy
+        self.attempts: Dict[SubtaskId, int] = {}
+        self._created: Set[SubtaskId] = set(self.subtasks)   # not (re)deployed yet
+        self._restarting: Set[SubtaskId] = set()             # to redeploy once stopped
+        self._failovers_pending = 0
+        self.batch = conf.get(RUNTIME_MODE) == "BATCH"
+        self.partitions: Dict[str, ResultPartitionSpec] = {
+            p.partition_id: p for p in _result_partitions(execution_graph)}
+        root = conf.get(BLOCKING_PARTITIONS_DIR)
+        self.partition_store = (BlockingPartitionStore(root, job_id)
+                                if root is not None and any(
+                                    p.blocking for p in self.partitions.values()) else None)
+        self._released: Set[str] = set()
+        self.topology = _SubtaskTopology(self.subtasks, self.partitions, self._created)
+        self.failover = failover_strategy_from_config(conf, self.topology,
+                                                      self.is_partition_available)
+        self.regions = ([frozenset(r) for r in self.failover.regions()]
+                        if hasattr(self.failover, "regions") else [frozenset(self.subtasks)])
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -110,6 +130,17 @@ class JobScheduler:
 
     def running(self) -> List[SubtaskId]:
         return [s for s, st in self.states.items() if st is TaskState.RUNNING]
+
+    def is_partition_available(self, partition_id: str) -> bool:
+        """A blocking partition can be read: its producer finished in its latest attempt
+        and its files are there."""
+        p = self.partitions[partition_id]
+        if not p.blocking:
+            return False
+        if self.states.get(p.producer) is not TaskState.FINISHED:
+            return False
+        return self.partition_store is not None and \
+            self.partition_store.is_partition_available(p.channel_ids)
 
     def outcome(self) -> JobOutcome:
         end = self._end_ms if self._end_ms is not None else self.clock.monotonic_ms()
@@ -125,13 +156,28 @@ class JobScheduler:
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
-        self._deploy()
+        self._schedule()
 
-    def _deploy(self) -> None:
+    def _schedule(self) -> None:
+        """Deploy every region not deployed yet whose blocking inputs are complete (in
+        STREAMING mode: every region at once)."""
+        ready: List[SubtaskId] = []
+        for region in self.regions:
+            todo = region & self._created
+            if not todo:
+                continue
+            inputs = {pid for s in region for pid in self.topology.consumed_partitions(s)
+                      if self.partitions[pid].producer not in region}
+            if all(self.is_partition_available(pid) for pid in inputs):
+                ready.extend(s for s in self.subtasks if s in todo)
+        if ready:
+            self._deploy(ready)
+
+    def _deploy(self, subtasks: List[SubtaskId]) -> None:
         self.attempt += 1
         latest = self.coordinator.latest_completed()
         descriptors = []
-        for s in self.subtasks:
+        for s in subtasks:
             restore = latest.task_states.get(s.key) if latest is not None else None
             if latest is not None and restore is None:
                 restore = TaskStateSnapshot()
@@ -140,15 +186,16 @@ class JobScheduler:
                 restore_checkpoint_id=latest.checkpoint_id if latest is not None else None,
                 restore_state=restore))
             self.states[s] = TaskState.RUNNING
+            self.attempts[s] = self.attempt
+            self._created.discard(s)
         self.status = JobStatus.RUNNING
         self._cancel_sent_at = None
-        self._restart_at = None
         self._attempt_failures = []
         if latest is not None:
             log.info("flowray: job %r attempt %d restores checkpoint %d", self.job_name,
                      self.attempt, latest.checkpoint_id)
         self.deployer.deploy(self.attempt, descriptors)
-        self.coordinator.tasks_running(self.subtasks)
+        self.coordinator.tasks_running(subtasks)
 
     def cancel(self) -> None:
         # as Flink: a job already FAILING stays failing (its cause must not be reported
@@ -159,10 +206,13 @@ class JobScheduler:
         self._stop_all()
 
     # -- task events -------------------------------------------------------------------
+    def _current(self, attempt: int, subtask: SubtaskId) -> bool:
+        return self.attempts.get(subtask) == attempt
+
     def on_task_result(self, attempt: int, result: TaskResult) -> None:
-        if attempt != self.attempt:
-            return
         s = result.subtask
+        if not self._current(attempt, s):
+            return
         if self.states.get(s) is not TaskState.RUNNING:
             return
         self.states[s] = result.state
@@ -170,12 +220,16 @@ class JobScheduler:
             self.metrics[s] = result.metrics
         if result.state is TaskState.FINISHED:
             self.coordinator.task_finished(s)
+            if self.batch:
+                self._release_consumed(s)
+                self._schedule()
         elif result.state is TaskState.FAILED:
             failure = result.failure or _lost_failure(s, "failed without a cause")
             self._attempt_failures.append(failure)
-            self._on_failure(failure)
-        elif result.state is TaskState.CANCELED and self.status is JobStatus.RUNNING:
-            self._on_failure(_lost_failure(s, "was cancelled outside the job master"))
+            self._on_failure(failure, s)
+        elif (result.state is TaskState.CANCELED and self.status is JobStatus.RUNNING
+              and s not in self._restarting):
+            self._on_failure(_lost_failure(s, "was cancelled outside the job master"), s)
         self._check_progress()
 
     def on_task_lost(self, attempt: int, subtask: SubtaskId, reason: str) -> None:
@@ -185,12 +239,12 @@ class JobScheduler:
 
     def on_acknowledge(self, attempt: int, subtask: SubtaskId, checkpoint_id: int,
                        snapshot: TaskStateSnapshot, metrics: Dict[str, Any]) -> None:
-        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+        if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:
             self.coordinator.receive_acknowledge(subtask, checkpoint_id, snapshot, metrics)
 
     def on_decline(self, attempt: int, subtask: SubtaskId, checkpoint_id: int, reason: str,
                    message: str) -> None:
-        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+        if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:
             try:
                 why = CheckpointFailureReason[reason]
             except KeyError:
@@ -198,7 +252,7 @@ class JobScheduler:
             self.coordinator.receive_decline(subtask, checkpoint_id, why, message)
 
     def on_ended_input(self, attempt: int, subtask: SubtaskId) -> None:
-        if attempt == self.attempt and self.status is JobStatus.RUNNING:
+        if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:
             self.coordinator.task_ended_input(subtask)
 
     def tick(self) -> None:
@@ -215,23 +269,41 @@ class JobScheduler:
         self._check_progress()
 
     # -- decisions ---------------------------------------------------------------------
-    def _on_failure(self, failure: TaskFailure) -> None:
-        if self.status is not JobStatus.RUNNING:
-            return  # already failing over, failing or cancelling: the first cause stands
+    def _on_failure(self, failure: TaskFailure, subtask: Optional[SubtaskId] = None) -> None:
+        """Fail over what the failover strategy says (the failed task's region and what
+        it involves; every task for ``full`` or a failure of no task), or fail the job."""
+        if self.status not in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            return  # failing or cancelling: the first cause stands
+        if subtask is not None and subtask in self._restarting:
+            return  # a consequence of a failover already under way
         self.failures.append(failure)
-        self.coordinator.tasks_not_running(self.subtasks)
+        deployed = [s for s in self.subtasks if s not in self._created]
+        if subtask is None:
+            to_restart = set(deployed)
+        else:
+            to_restart = set(self.failover.get_tasks_needing_restart(subtask)) - self._created
+            to_restart.add(subtask)
+        self.coordinator.tasks_not_running(sorted(to_restart))
         now = self.clock.monotonic_ms()
         self.restart_strategy.notify_failure(int(now))
         if self.restart_strategy.can_restart():
             backoff = self.restart_strategy.backoff_ms()
-            self.status = JobStatus.RESTARTING
-            self._restart_at = now + backoff
-            log.warning("flowray: job %r: %s; restarting in %d ms (%s)", self.job_name,
-                        failure.describe(), backoff, self.restart_strategy.describe())
+            self._restarting |= to_restart
+            self._restart_at = max(self._restart_at or 0, now + backoff)
+            self._failovers_pending += 1
+            if self._restarting >= set(deployed):
+                self.status = JobStatus.RESTARTING
+            log.warning("flowray: job %r: %s; restarting %d of %d tasks in %d ms (%s)",
+                        self.job_name, failure.describe(), len(to_restart),
+                        len(self.subtasks), backoff, self.restart_strategy.describe())
+            running = [s for s in sorted(to_restart) if self.states[s] is TaskState.RUNNING]
+            if running:
+                self._cancel_sent_at = now
+                self.deployer.cancel_tasks(running)
         else:
             self.status = JobStatus.FAILING
             self.failure = failure
-        self._stop_all()
+            self._stop_all()
 
     def _on_checkpoint_failure_threshold(self, message: str) -> None:
         self._on_failure(TaskFailure("CheckpointCoordinator", None, "CheckpointFailure",
@@ -246,19 +318,17 @@ class JobScheduler:
     def _check_progress(self) -> None:
         if self.is_done:
             return
-        running = self.running()
-        if self.status is JobStatus.RUNNING:
-            if all(st is TaskState.FINISHED for st in self.states.values()):
+        if self.status in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            if self._restarting:
+                self._maybe_redeploy()
+            if not self._restarting and not self._created and all(
+                    st is TaskState.FINISHED for st in self.states.values()):
                 self.status = JobStatus.FINISHED
                 self._finish()
             return
-        if running:
+        if self.running():
             return
-        if self.status is JobStatus.RESTARTING:
-            if self.clock.monotonic_ms() >= (self._restart_at or 0):
-                self.restarts += 1
-                self._deploy()
-        elif self.status is JobStatus.FAILING:
+        if self.status is JobStatus.FAILING:
             self.status = JobStatus.FAILED
             self.failure = root_cause(self._attempt_failures) or self.failure
             self._finish()
@@ -266,9 +336,37 @@ class JobScheduler:
             self.status = JobStatus.CANCELED
             self._finish()
 
+    def _maybe_redeploy(self) -> None:
+        """Once every task to restart has stopped and the back-off has passed."""
+        if any(self.states[s] is TaskState.RUNNING for s in self._restarting):
+            return
+        if self.clock.monotonic_ms() < (self._restart_at or 0):
+            return
+        for s in self._restarting:
+            self.states[s] = TaskState.CREATED
+        self._created |= self._restarting
+        self._restarting = set()
+        self._restart_at = None
+        self.restarts += self._failovers_pending  # each failover counts once
+        self._failovers_pending = 0
+        self._schedule()
+
+    def _release_consumed(self, subtask: SubtaskId) -> None:
+        """BATCH: release the blocking partitions every consumer has finished reading."""
+        if self.partition_store is None:
+            return
+        for pid in self.topology.consumed_partitions(subtask):
+            p = self.partitions[pid]
+            if p.blocking and pid not in self._released and all(
+                    self.states.get(c) is TaskState.FINISHED for c in p.consumers):
+                self.partition_store.release(p.channel_ids)
+                self._released.add(pid)
+
     def _finish(self) -> None:
         self._end_ms = self.clock.monotonic_ms()
         self.coordinator.shutdown()
+        if self.partition_store is not None:
+            self.partition_store.release_all()
         if self.storage is not None and _discard_on_end(self.retention, self.status):
             try:
                 self.storage.discard_job()
@@ -279,6 +377,50 @@ class JobScheduler:
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""
         return 50.0
+
+
+def _result_partitions(eg: Any) -> List[ResultPartitionSpec]:
+    partitions = getattr(eg, "result_partitions", None)
+    return partitions() if partitions is not None else []
+
+
+class _SubtaskTopology(FailoverTopology):
+    """The execution graph as the failover strategy sees it: subtasks and the result
+    partitions between them; ``created`` (shared with the scheduler) holds the subtasks
+    not scheduled in their current attempt."""
+
+    def __init__(self, subtasks: List[SubtaskId], partitions: Dict[str, ResultPartitionSpec],
+                 created: Set[SubtaskId]) -> None:
+        self._subtasks = list(subtasks)
+        self._partitions = partitions
+        self._created = created
+        self._consumed: Dict[SubtaskId, List[str]] = {s: [] for s in subtasks}
+        self._produced: Dict[SubtaskId, List[str]] = {s: [] for s in subtasks}
+        for pid, p in partitions.items():
+            self._produced[p.producer].append(pid)
+            for c in p.consumers:
+                self._consumed[c].append(pid)
+
+    def vertices(self) -> List[SubtaskId]:
+        return list(self._subtasks)
+
+    def consumed_partitions(self, vertex: SubtaskId) -> List[str]:
+        return self._consumed[vertex]
+
+    def produced_partitions(self, vertex: SubtaskId) -> List[str]:
+        return self._produced[vertex]
+
+    def partition_producer(self, partition: str) -> SubtaskId:
+        return self._partitions[partition].producer
+
+    def partition_consumers(self, partition: str) -> List[SubtaskId]:
+        return list(self._partitions[partition].consumers)
+
+    def partition_type(self, partition: str) -> str:
+        return "blocking" if self._partitions[partition].blocking else "pipelined"
+
+    def is_scheduled(self, vertex: SubtaskId) -> bool:
+        return vertex not in self._created
 
 
 def _discard_on_end(retention: str, status: JobStatus) -> bool:

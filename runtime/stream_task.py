@@ -33,11 +33,13 @@ from flowray.state.heap import HeapKeyedStateBackend
 from flowray.state.operator_state import OperatorStateStore
 from flowray.state.snapshot import TaskStateSnapshot
 
+from .blocking import BlockingPartitionStore, MixedInputGate
 from .barriers import AbortCheckpoint, BarrierHandler, TriggerCheckpoint, create_barrier_handler
 from .channels import ChannelReader, ChannelWriter, InputGate
 from .checkpoint_storage import checkpoint_storage_from_config
 from .clock import Clock, SystemClock
 from .config import (
+    BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
     CHANNEL_BATCH_SIZE,
     CHECKPOINTING_INTERVAL,
@@ -297,12 +299,15 @@ class StreamTask:
             open_driver_channel=self._open_driver_channel)
 
         for out in tdd.outputs:
-            writers = [self.env.open_output(cid, consumer) for cid, consumer in out.channels]
+            if out.blocking:  # BATCH: the whole output goes to files, read later
+                writers = [self._partitions().writer(cid) for cid, _ in out.channels]
+            else:
+                writers = [self.env.open_output(cid, consumer)
+                           for cid, consumer in out.channels]
             self.record_writers[out.edge_id] = RecordWriter(
                 plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size)
         if tdd.inputs:
-            self.readers, self.gate = self.env.open_inputs(
-                [i.channel_id for i in tdd.inputs], self._cancelled.is_set)
+            self._open_inputs()
             self.barrier_handler = create_barrier_handler(
                 self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock)
         self._check_cancel()
@@ -321,6 +326,29 @@ class StreamTask:
         self._initialize_state()
         for op in reversed(self.operators):
             op.open()
+
+    def _partitions(self) -> BlockingPartitionStore:
+        store = getattr(self, "_partition_store", None)
+        if store is None:
+            root = Configuration(self.tdd.config).get(BLOCKING_PARTITIONS_DIR)
+            store = self._partition_store = BlockingPartitionStore(root, self.tdd.job_id)
+        return store
+
+    def _open_inputs(self) -> None:
+        """Pipelined inputs from the environment, blocking ones from their files."""
+        tdd = self.tdd
+        pipelined = [i.channel_id for i in tdd.inputs if not i.blocking]
+        blocking = [i.channel_id for i in tdd.inputs if i.blocking]
+        readers: Dict[str, ChannelReader] = {}
+        gate: Optional[InputGate] = None
+        if pipelined:
+            readers, gate = self.env.open_inputs(pipelined, self._cancelled.is_set)
+        if blocking:
+            readers = dict(readers)
+            for cid in blocking:
+                readers[cid] = self._partitions().reader(cid)
+            gate = MixedInputGate(gate)
+        self.readers, self.gate = readers, gate
 
     def _initialize_state(self) -> None:
         """Restore keyed and operator state (if any), then each operator's own state."""

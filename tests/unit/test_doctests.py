@@ -11,6 +11,7 @@ MODULES = [
     "flowray.runtime.watermarks", "flowray.runtime.barriers", "flowray.runtime.scheduler", "flowray.runtime.api",
     "flowray.operators.functions", "flowray.common.types", "flowray.operators.keyed", "flowray.operators.sources",
     "flowray.runtime.restart",
+    "flowray.runtime.blocking",
     "flowray.operators.testing", "flowray.operators.file_source",
     "flowray.state.operator_state",
     "flowray.operators.file_sink", "flowray.common.serialization",
@@ -18,6 +19,7 @@ MODULES = [
     "flowray.runtime.checkpoint_coordinator", "flowray.runtime.checkpoint_storage",
     "flowray.runtime.checkpoint_stats", "flowray.runtime.checkpoint_config", "flowray.state.snapshot",
     "flowray.operators.testing_sinks", "flowray.operators.two_phase_commit",
+    "flowray.runtime.failover", "flowray.runtime.testing",
 ]
 
 
