@@ -37,7 +37,7 @@ from .clock import Clock
 from .blocking import BlockingPartitionStore
 from .config import BLOCKING_PARTITIONS_DIR, CHECKPOINTS_RETENTION, RUNTIME_MODE, Configuration
 from .execution_graph import ResultPartitionSpec, SubtaskId, TaskDeploymentDescriptor
-from .failover import FailoverTopology, failover_strategy_from_config
+from .failover import FailoverTopology, compute_pipelined_regions, failover_strategy_from_config
 from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
 
@@ -120,8 +120,8 @@ class JobScheduler:
         self.topology = _SubtaskTopology(self.subtasks, self.partitions, self._created)
         self.failover = failover_strategy_from_config(conf, self.topology,
                                                       self.is_partition_available)
-        self.regions = ([frozenset(r) for r in self.failover.regions()]
-                        if hasattr(self.failover, "regions") else [frozenset(self.subtasks)])
+        # scheduling goes region by region whatever the failover strategy
+        self.regions = [frozenset(r) for r in compute_pipelined_regions(self.topology)]
 
     # -- queries -----------------------------------------------------------------------
     @property
