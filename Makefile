@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[test,bench]"
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/checkpoints.py
+	$(PY) benchmarks/recovery.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
