@@ -92,7 +92,9 @@ class JobScheduler:
         self.failure: Optional[TaskFailure] = None       # the cause the job failed with
         self.failures: List[TaskFailure] = []            # every failure, in order
         self._restart_at: Optional[float] = None
-        self._cancel_sent_at: Optional[float] = None
+        # running tasks asked to cancel -> when first asked (killed after CANCEL_GRACE_MS);
+        # per task: with region failover, tasks of other regions keep running meanwhile
+        self._cancel_sent: Dict[SubtaskId, float] = {}
         self._attempt_failures: List[TaskFailure] = []
         self._start_ms = clock.monotonic_ms()
         self._end_ms: Optional[float] = None
@@ -137,8 +139,9 @@ class JobScheduler:
         p = self.partitions[partition_id]
         if not p.blocking:
             return False
-        if self.states.get(p.producer) is not TaskState.FINISHED:
-            return False
+        if self.states.get(p.producer) is not TaskState.FINISHED or \
+                p.producer in self._restarting:
+            return False  # a producer about to run again will write it anew
         return self.partition_store is not None and \
             self.partition_store.is_partition_available(p.channel_ids)
 
@@ -160,8 +163,12 @@ class JobScheduler:
 
     def _schedule(self) -> None:
         """Deploy every region not deployed yet whose blocking inputs are complete (in
-        STREAMING mode: every region at once)."""
+        STREAMING mode: every region at once). Nothing while the job is failing or being
+        cancelled."""
+        if self.status not in (JobStatus.CREATED, JobStatus.RUNNING, JobStatus.RESTARTING):
+            return
         ready: List[SubtaskId] = []
+        lost: List[ResultPartitionSpec] = []
         for region in self.regions:
             todo = region & self._created
             if not todo:
@@ -170,8 +177,25 @@ class JobScheduler:
                       if self.partitions[pid].producer not in region}
             if all(self.is_partition_available(pid) for pid in inputs):
                 ready.extend(s for s in self.subtasks if s in todo)
+            else:  # a producer that finished but whose files are gone: produce again
+                lost.extend(self.partitions[pid] for pid in sorted(inputs)
+                            if self._is_lost(pid))
         if ready:
             self._deploy(ready)
+        for p in lost:
+            if self.states.get(p.producer) is TaskState.FINISHED:
+                self._on_failure(TaskFailure(
+                    f"{p.producer.vertex_id}[{p.producer.index}]", None,
+                    "PartitionNotFoundError",
+                    f"blocking partition {p.partition_id} of a finished producer is gone",
+                    "", False), p.producer)
+
+    def _is_lost(self, partition_id: str) -> bool:
+        p = self.partitions[partition_id]
+        return (p.blocking and self.states.get(p.producer) is TaskState.FINISHED
+                and p.producer not in self._restarting
+                and self.partition_store is not None
+                and not self.partition_store.is_partition_available(p.channel_ids))
 
     def _deploy(self, subtasks: List[SubtaskId]) -> None:
         self.attempt += 1
@@ -188,8 +212,10 @@ class JobScheduler:
             self.states[s] = TaskState.RUNNING
             self.attempts[s] = self.attempt
             self._created.discard(s)
+            self._cancel_sent.pop(s, None)
+            # a partition released earlier and produced again is released again
+            self._released.difference_update(self.topology.produced_partitions(s))
         self.status = JobStatus.RUNNING
-        self._cancel_sent_at = None
         self._attempt_failures = []
         if latest is not None:
             log.info("flowray: job %r attempt %d restores checkpoint %d", self.job_name,
@@ -216,6 +242,7 @@ class JobScheduler:
         if self.states.get(s) is not TaskState.RUNNING:
             return
         self.states[s] = result.state
+        self._cancel_sent.pop(s, None)
         if result.metrics:
             self.metrics[s] = result.metrics
         if result.state is TaskState.FINISHED:
@@ -260,12 +287,13 @@ class JobScheduler:
         now = self.clock.monotonic_ms()
         if self.status is JobStatus.RUNNING:
             self.coordinator.tick()
-        if (self._cancel_sent_at is not None and self.running()
-                and now - self._cancel_sent_at > CANCEL_GRACE_MS):
-            stuck = self.running()
+        stuck = [s for s, sent in sorted(self._cancel_sent.items())
+                 if now - sent > CANCEL_GRACE_MS and self.states[s] is TaskState.RUNNING]
+        if stuck:  # only tasks asked to cancel: other regions' tasks run on
             self.deployer.kill(stuck)
             for s in stuck:
                 self.states[s] = TaskState.CANCELED
+                del self._cancel_sent[s]
         self._check_progress()
 
     # -- decisions ---------------------------------------------------------------------
@@ -296,13 +324,14 @@ class JobScheduler:
             log.warning("flowray: job %r: %s; restarting %d of %d tasks in %d ms (%s)",
                         self.job_name, failure.describe(), len(to_restart),
                         len(self.subtasks), backoff, self.restart_strategy.describe())
-            running = [s for s in sorted(to_restart) if self.states[s] is TaskState.RUNNING]
-            if running:
-                self._cancel_sent_at = now
-                self.deployer.cancel_tasks(running)
+            self._cancel([s for s in sorted(to_restart)
+                          if self.states[s] is TaskState.RUNNING])
         else:
             self.status = JobStatus.FAILING
             self.failure = failure
+            # the root cause is looked for from here on: the failures before this one
+            # were recovered from (a restart was granted, or they were consequences of one)
+            self._attempt_failures = [failure]
             self._stop_all()
 
     def _on_checkpoint_failure_threshold(self, message: str) -> None:
@@ -310,10 +339,16 @@ class JobScheduler:
                                      message, message, False))
 
     def _stop_all(self) -> None:
-        running = self.running()
-        if running:
-            self._cancel_sent_at = self.clock.monotonic_ms()
-            self.deployer.cancel_tasks(running)
+        self._cancel(self.running())
+
+    def _cancel(self, subtasks: List[SubtaskId]) -> None:
+        """Ask running tasks to cancel; each is killed if it has not answered
+        ``CANCEL_GRACE_MS`` after it was first asked."""
+        if subtasks:
+            now = self.clock.monotonic_ms()
+            for s in subtasks:
+                self._cancel_sent.setdefault(s, now)
+            self.deployer.cancel_tasks(subtasks)
 
     def _check_progress(self) -> None:
         if self.is_done:
