@@ -87,7 +87,9 @@ def test_exactly_once_with_three_kills_and_a_user_failure(ray_session, tmp_path)
 
     assert len(injector.killed) == 3
     assert source.fired_markers() == _fault_positions(items)  # FAIL and KILL, once each
-    assert result.outcome.restarts >= 5  # three kills, the FAIL and the KILL marker
+    # three kills at distinct points of progress; the FAIL and KILL markers may coincide
+    # with one of them (a failure during a failover is part of that failover)
+    assert result.outcome.restarts >= 3
     committed = Counter(sink.committed())
     assert committed == _expected(), _diff(committed, _expected())
     assert sink.pending() == []
