@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .client import JobClient, JobStatus
 from .failover import RESULT_TYPES, FailoverTopology
+from .scheduler import TaskDeployer
 
-__all__ = ["FaultInjector", "wait_until", "TestingTopology"]
+__all__ = ["RecordingDeployer", "FaultInjector", "wait_until", "TestingTopology"]
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
@@ -191,3 +192,39 @@ class TestingTopology(FailoverTopology):
     def __repr__(self) -> str:
         return (f"TestingTopology({len(self._vertices)} vertices, "
                 f"{len(self._producer)} partitions)")
+
+
+class RecordingDeployer(TaskDeployer):
+    """A :class:`~flowray.runtime.scheduler.TaskDeployer` that records every call, for
+    driving a :class:`~flowray.runtime.scheduler.JobScheduler` by hand in tests."""
+
+    def __init__(self) -> None:
+        self.deploys: List[tuple] = []    # (attempt, [descriptors])
+        self.cancels: List[list] = []     # [subtask, ...] per call
+        self.kills: List[list] = []       # [subtask, ...] per call
+        self.triggers: List[tuple] = []   # (subtask, checkpoint id, timestamp, is_savepoint)
+        self.completes: List[tuple] = []  # (subtask, checkpoint id)
+        self.aborts: List[tuple] = []     # (subtask, checkpoint id, reason)
+
+    def deploy(self, attempt: int, descriptors: List[Any]) -> None:
+        self.deploys.append((attempt, list(descriptors)))
+
+    def cancel_tasks(self, subtasks: Any) -> None:
+        self.cancels.append(sorted(subtasks))
+
+    def kill(self, subtasks: Any) -> None:
+        self.kills.append(sorted(subtasks))
+
+    def trigger(self, subtask: Any, checkpoint_id: int, timestamp_ms: int,
+                is_savepoint: bool) -> None:
+        self.triggers.append((subtask, checkpoint_id, timestamp_ms, is_savepoint))
+
+    def notify_complete(self, subtask: Any, checkpoint_id: int) -> None:
+        self.completes.append((subtask, checkpoint_id))
+
+    def notify_aborted(self, subtask: Any, checkpoint_id: int, reason: Any) -> None:
+        self.aborts.append((subtask, checkpoint_id, reason))
+
+    @property
+    def last_descriptors(self) -> Dict[Any, Any]:
+        return {d.subtask: d for d in self.deploys[-1][1]}

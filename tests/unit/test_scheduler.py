@@ -11,6 +11,7 @@ from flowray.runtime.clock import ManualClock
 from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.graph import build_job_graph, build_stream_graph
 from flowray.runtime.restart import FixedDelayRestartStrategy
+from flowray.runtime.testing import RecordingDeployer
 from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
 from flowray.runtime.stream_task import TaskFailure, TaskResult, TaskState
 from flowray.state.snapshot import (
@@ -26,36 +27,6 @@ DELAY_MS = 1000
 
 
 
-class RecordingDeployer(TaskDeployer):
-    def __init__(self):
-        self.deploys = []    # (attempt, [descriptors])
-        self.cancels = []    # [subtask, ...] per call
-        self.kills = []      # [subtask, ...] per call
-        self.triggers = []   # (subtask, checkpoint id, timestamp, is_savepoint)
-        self.completes = []  # (subtask, checkpoint id)
-        self.aborts = []     # (subtask, checkpoint id, reason)
-
-    def deploy(self, attempt, descriptors):
-        self.deploys.append((attempt, list(descriptors)))
-
-    def cancel_tasks(self, subtasks):
-        self.cancels.append(sorted(subtasks))
-
-    def kill(self, subtasks):
-        self.kills.append(sorted(subtasks))
-
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
-        self.triggers.append((subtask, checkpoint_id, timestamp_ms, is_savepoint))
-
-    def notify_complete(self, subtask, checkpoint_id):
-        self.completes.append((subtask, checkpoint_id))
-
-    def notify_aborted(self, subtask, checkpoint_id, reason):
-        self.aborts.append((subtask, checkpoint_id, reason))
-
-    @property
-    def last_descriptors(self):
-        return {d.subtask: d for d in self.deploys[-1][1]}
 
 
 def _execution_graph():

@@ -16,6 +16,7 @@ from flowray.runtime.elements import EndOfPartition, RecordBatch
 from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.executor import prepare_job
 from flowray.runtime.graph import build_job_graph, build_stream_graph, mark_blocking_exchanges
+from flowray.runtime.testing import RecordingDeployer
 from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
 from flowray.runtime.stream_task import TaskFailure, TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource
@@ -32,40 +33,10 @@ DELAY_MS = 1000
 
 
 # ---------------------------------------------------------------------------------------
-# harness (copied in spirit from test_scheduler.py: that module is not imported)
+# harness
 # ---------------------------------------------------------------------------------------
 
-class RecordingDeployer(TaskDeployer):
-    def __init__(self):
-        self.deploys = []    # (attempt, [descriptors])
-        self.cancels = []    # [subtask, ...] per call
-        self.kills = []      # [subtask, ...] per call
-        self.triggers = []   # (subtask, checkpoint id, timestamp, is_savepoint)
-        self.completes = []  # (subtask, checkpoint id)
-        self.aborts = []     # (subtask, checkpoint id, reason)
-
-    def deploy(self, attempt, descriptors):
-        self.deploys.append((attempt, list(descriptors)))
-
-    def cancel_tasks(self, subtasks):
-        self.cancels.append(sorted(subtasks))
-
-    def kill(self, subtasks):
-        self.kills.append(sorted(subtasks))
-
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
-        self.triggers.append((subtask, checkpoint_id, timestamp_ms, is_savepoint))
-
-    def notify_complete(self, subtask, checkpoint_id):
-        self.completes.append((subtask, checkpoint_id))
-
-    def notify_aborted(self, subtask, checkpoint_id, reason):
-        self.aborts.append((subtask, checkpoint_id, reason))
-
-    @property
-    def last_descriptors(self):
-        return {d.subtask: d for d in self.deploys[-1][1]}
-
+class _Deployer(RecordingDeployer):
     def deployed(self, since=0):
         """Every subtask deployed by the deploy calls from index ``since`` on."""
         return [d.subtask for _, ds in self.deploys[since:] for d in ds]
@@ -77,7 +48,7 @@ class RecordingDeployer(TaskDeployer):
 class Harness:
     def __init__(self, eg, config, plan_bytes=None, start=True, restart_strategy=None):
         self.clock = ManualClock(0)
-        self.deployer = RecordingDeployer()
+        self.deployer = _Deployer()
         self.eg = eg
         self.storage = MemoryCheckpointStorage(JOB)
         if plan_bytes is None:
