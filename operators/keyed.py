@@ -9,7 +9,9 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from flowray.state.descriptors import StateKind
+from flowray.state.descriptors import StateKind, ValueStateDescriptor
+from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupAssigner
 
 from .base import (
     MAX_WATERMARK,
@@ -282,9 +284,14 @@ class KeyedReduceOperator(OneInputOperator):
         self._reduce = adapt_function(self.reduce_fn, "reduce", self.name)
         self._key_of = adapt_function(self.key_selector, "get_key", self.name)
         backend = self.ctx.keyed_backend
-        self._table = backend.get_state_table(self.STATE_NAME, StateKind.VALUE)
+        self._backend = backend
         self._start = backend.key_group_range.start
-        self._assign = backend._assign
+        self._assign = KeyGroupAssigner(backend.max_parallelism)
+        # the heap backend's dicts directly (the hot path); any backend through state
+        self._table = (backend.get_state_table(self.STATE_NAME, StateKind.VALUE)
+                       if isinstance(backend, HeapKeyedStateBackend) else None)
+        self._state = (backend.get_partitioned_state(ValueStateDescriptor(self.STATE_NAME))
+                       if self._table is None else None)
         try:
             open_function(self.reduce_fn, self.ctx.runtime_context(self.name))
         except Exception as e:
@@ -294,6 +301,8 @@ class KeyedReduceOperator(OneInputOperator):
         close_function(self.reduce_fn)
 
     def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+        if self._table is None:
+            return self._process_with_state(records, key_groups)
         key_of, reduce, maps, start = self._key_of, self._reduce, self._table.maps, self._start
         out: List[Any] = []
         append = out.append
@@ -310,6 +319,23 @@ class KeyedReduceOperator(OneInputOperator):
                     r = reduce(cur, r)
                 m[k] = r
                 append(r)
+        except Exception as e:
+            raise self.user_error(e) from e
+        self.output.emit(out)
+
+    def _process_with_state(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+        key_of, reduce, state, set_key = (self._key_of, self._reduce, self._state,
+                                          self._backend.set_current_key)
+        out: List[Any] = []
+        try:
+            for i, r in enumerate(records):
+                k = key_of(r)
+                set_key(k, key_groups[i] if key_groups is not None else None)
+                cur = state.value()
+                if cur is not None:
+                    r = reduce(cur, r)
+                state.update(r)
+                out.append(r)
         except Exception as e:
             raise self.user_error(e) from e
         self.output.emit(out)

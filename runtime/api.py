@@ -32,6 +32,7 @@ from flowray.operators.sinks import (
     SinkWriterOperator,
 )
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
+from flowray.state.backends import StateBackend
 from flowray.operators.two_phase_commit import TwoPhaseCommitSink, TwoPhaseCommitSinkOperator
 
 from .checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategyConfiguration
@@ -163,6 +164,15 @@ class StreamExecutionEnvironment:
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self.get_checkpoint_config().get_checkpointing_mode()
+
+    def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
+        """``HashMapStateBackend()`` (default) or ``EmbeddedRocksDBStateBackend()``."""
+        if not isinstance(state_backend, StateBackend):
+            raise TypeError(f"expected a state backend (HashMapStateBackend or "
+                            f"EmbeddedRocksDBStateBackend), got {state_backend!r}")
+        for k, v in state_backend.to_config().items():
+            self._config.set_string(k, v)
+        return self
 
     def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
                              ) -> "StreamExecutionEnvironment":

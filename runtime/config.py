@@ -45,6 +45,8 @@ __all__ = [
     "CHECKPOINTING_TOLERABLE_FAILURES",
     "CHECKPOINTING_UNALIGNED",
     "CHECKPOINTS_DIR",
+    "STATE_BACKEND_TYPE",
+    "ROCKSDB_LOCAL_DIR",
     "CHECKPOINTS_RETENTION",
     "CHECKPOINTS_NUM_RETAINED",
     "FAILOVER_STRATEGY",
@@ -312,6 +314,15 @@ CHECKPOINTS_RETENTION = _option(
     "RETAIN_ON_CANCELLATION (kept if it failed or was cancelled). A finished job's "
     "checkpoints are always deleted.",
     choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"))
+STATE_BACKEND_TYPE = _option(
+    "state.backend.type", _parse_str, "hashmap",
+    "Where keyed state lives: hashmap (Python dicts on the heap) or rocksdb (an embedded "
+    "RocksDB per task, through rocksdict).", choices=("hashmap", "rocksdb"),
+    aliases={"heap": "hashmap", "filesystem": "hashmap", "jobmanager": "hashmap"})
+ROCKSDB_LOCAL_DIR = _option(
+    "state.backend.rocksdb.localdir", _parse_str, None,
+    "Working folder for RocksDB state (one sub-folder per task, removed when the task "
+    "ends); unset: the system temp folder.")
 CHECKPOINTS_DIR = _option(
     "state.checkpoints.dir", _parse_str, None,
     "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "

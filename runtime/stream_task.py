@@ -29,7 +29,7 @@ from flowray.operators.base import (
     UserFunctionError,
 )
 from flowray.operators.sources import SourceOperator
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.backends import create_keyed_backend
 from flowray.state.operator_state import OperatorStateStore
 from flowray.state.snapshot import TaskStateSnapshot
 
@@ -287,7 +287,9 @@ class StreamTask:
             raise RuntimeError(f"task {tdd.display_name}: cannot load the job's functions: "
                                f"{type(e).__name__}: {e}") from e
         self.plan = plan
-        backend = (HeapKeyedStateBackend(tdd.key_group_range, tdd.max_parallelism)
+        backend = (create_keyed_backend(tdd.config, tdd.key_group_range,
+                                        tdd.max_parallelism, tdd.job_id, tdd.subtask.key,
+                                        tdd.attempt)
                    if plan.keyed else None)
         self.keyed_backend = backend
         self.timers = ProcessingTimeService(self.clock)

@@ -10,6 +10,7 @@ from flowray.runtime.api import (
 )
 from flowray.operators.base import CheckpointedFunction, CheckpointListener
 from flowray.runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
+from flowray.state.backends import EmbeddedRocksDBStateBackend, HashMapStateBackend
 from flowray.runtime.client import (
     JobClient,
     JobExecutionError,
@@ -25,4 +26,5 @@ from .state import __all__ as _state_all
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
            "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
-           "CheckpointingMode", "CheckpointedFunction", "CheckpointListener"] + _functions_all + _state_all
+           "CheckpointingMode", "CheckpointedFunction", "CheckpointListener",
+           "HashMapStateBackend", "EmbeddedRocksDBStateBackend"] + _functions_all + _state_all

@@ -17,7 +17,7 @@ MODULES = [
     "flowray.operators.file_sink", "flowray.common.serialization",
     "flowray.datastream.connectors.file_system",
     "flowray.runtime.checkpoint_coordinator", "flowray.runtime.checkpoint_storage", "flowray.runtime.checkpoints",
-    "flowray.runtime.checkpoint_stats", "flowray.runtime.checkpoint_config", "flowray.state.snapshot",
+    "flowray.runtime.checkpoint_stats", "flowray.runtime.checkpoint_config", "flowray.state.snapshot", "flowray.state.backends",
     "flowray.operators.testing_sinks", "flowray.operators.two_phase_commit",
     "flowray.runtime.failover", "flowray.runtime.testing",
 ]

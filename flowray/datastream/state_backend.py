@@ -1,0 +1,5 @@
+"""``flowray.datastream.state_backend``: as ``pyflink.datastream.state_backend``."""
+
+from flowray.state.backends import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
+
+__all__ = ["StateBackend", "HashMapStateBackend", "EmbeddedRocksDBStateBackend"]
