@@ -206,3 +206,30 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
                 assert {"sync_ms", "async_ms", "alignment_ms", "bytes"} <= set(metrics)
     assert "checkpoints" in result.summary()
     assert env.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_keyed_state_recovers_exactly_on_each_backend(tmp_path, target, backend):
+    env = _env(tmp_path, target, interval_ms=50, extra={
+        "state.backend.type": backend,
+        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb")})
+    env.set_parallelism(2)
+    items = []
+    for i in range(3_000):
+        if i % 300 == 0:
+            items.append(PAUSE(0.03))
+        if i == 2_000:
+            items.append(FAIL())
+        items.append((f"k{i % 13}", 1))
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "pairs")
+        .key_by(lambda t: t[0]).sum(1).sink_to(sink))
+    result = env.execute(f"keyed-{backend}")
+    per_key = Counter(f"k{i % 13}" for i in range(3_000))
+    assert Counter(sink.committed()) == Counter(
+        (k, c) for k, n in per_key.items() for c in range(1, n + 1))
+    assert result.outcome.restarts == 1
+    # every task removed its RocksDB working folder when it ended
+    leftovers = list((tmp_path / "rocksdb").rglob("*")) if backend == "rocksdb" else []
+    assert [p for p in leftovers if p.is_file()] == []

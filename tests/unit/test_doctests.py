@@ -20,6 +20,7 @@ MODULES = [
     "flowray.runtime.checkpoint_stats", "flowray.runtime.checkpoint_config", "flowray.state.snapshot", "flowray.state.backends",
     "flowray.operators.testing_sinks", "flowray.operators.two_phase_commit",
     "flowray.runtime.failover", "flowray.runtime.testing",
+    "flowray.state.rocksdb",
     "flowray.runtime.shared_registry",
 ]
 
