@@ -526,6 +526,8 @@ class StreamTask:
             self._final_checkpoint = barrier.checkpoint_id
 
     def _on_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.keyed_backend is not None:
+            self.keyed_backend.notify_checkpoint_complete(checkpoint_id)
         for op in self.operators:
             op.notify_checkpoint_complete(checkpoint_id)
         if self._final_checkpoint is not None and checkpoint_id >= self._final_checkpoint:

@@ -164,6 +164,10 @@ class KeyedStateBackend(abc.ABC):
         while the task goes on changing the live state."""
         raise NotImplementedError(f"{type(self).__name__} cannot take snapshots")
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed: what it uploaded may be referenced by
+        later (incremental) snapshots instead of uploaded again. Default: nothing."""
+
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
         """Load the key groups of this backend's range from snapshot files (``read(path)``
         gives a file's bytes); key groups outside the range are skipped."""
