@@ -21,6 +21,19 @@ opens it read-only, writes the portable keyed-state format that the heap backend
 (``flowray-heap-v1``), and deletes it. :meth:`RocksDBKeyedStateBackend.restore` reads that
 format, so state moves freely between the heap and the RocksDB backend.
 
+With ``incremental=True`` checkpoints are incremental (Flink's incremental RocksDB
+checkpoints, DESIGN.md section 6): the synchronous part flushes and creates the RocksDB
+checkpoint ``working_dir/snapshots/chk-<id>`` (hard links); the asynchronous part
+(:class:`RocksDBIncrementalSnapshotWriter`) uploads each ``.sst`` file that the last
+*confirmed* checkpoint did not upload to a unique path ``<job root>/shared/<vertex>-<i>-<sst>-
+<uuid8>`` and only references the others; every other file (``MANIFEST-*``, ``CURRENT``,
+``OPTIONS-*``, ...) is private and uploaded each time under ``<path>.private/<name>``. It
+returns an :class:`~flowray.state.snapshot.IncrementalKeyedStateHandle` and deletes the
+local checkpoint directory. A checkpoint becomes the confirmed base only through
+:meth:`RocksDBKeyedStateBackend.notify_checkpoint_complete`, which the task must call when
+the JobMaster reports the checkpoint complete; files of unconfirmed checkpoints are uploaded
+again under new unique names. Incremental handles can only be restored by this backend.
+
 >>> import tempfile
 >>> from flowray.state.descriptors import ValueStateDescriptor
 >>> from flowray.state.key_groups import KeyGroupRange
@@ -43,8 +56,12 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import posixpath
 import shutil
 import struct
+import tempfile
+import threading
+import uuid
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, WriteBatch, WriteOptions
@@ -68,10 +85,11 @@ from .descriptors import (
 )
 from .heap import dumps_state, loads_state
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM, KeyGroupAssigner, KeyGroupRange
-from .snapshot import KeyedStateHandle
+from .snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 
 __all__ = [
     "RocksDBKeyedStateBackend",
+    "RocksDBIncrementalSnapshotWriter",
     "RocksDBValueAccessor",
     "SNAPSHOT_FORMAT",
     "encode_key",
@@ -412,10 +430,14 @@ def _raw_options() -> Options:
 class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state in a RocksDB instance under ``working_dir`` (owned by the backend: any
     earlier content of ``working_dir/db`` is discarded, :meth:`dispose` deletes the whole
-    directory). The write-ahead log is off: durability comes from checkpoints."""
+    directory). The write-ahead log is off: durability comes from checkpoints.
+
+    ``incremental``: take incremental checkpoints (see the module doc); the task must then
+    call :meth:`notify_checkpoint_complete` for each completed checkpoint, or every
+    checkpoint uploads all SST files again."""
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                 working_dir: str) -> None:
+                 working_dir: str, incremental: bool = False) -> None:
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
             raise ValueError(f"max parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
                              f"got {max_parallelism}")
@@ -440,6 +462,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._current_key: Any = None
         self._current_key_group = -1
         self._current_db_key: Optional[bytes] = None
+        self.incremental = bool(incremental)
+        # incremental checkpoints: SST name -> (remote path, size) of the last confirmed
+        # checkpoint (Flink's materializedSstFiles), and the uploads of unconfirmed ones
+        self._upload_lock = threading.Lock()
+        self._confirmed_id = -1
+        self._confirmed: Dict[str, Tuple[str, int]] = {}
+        self._pending: Dict[int, Dict[str, Tuple[str, int]]] = {}
 
     # -- key context -------------------------------------------------------------------
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
@@ -538,11 +567,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                      for k, v in self._scan(cf, key_group, key_group, True)])
 
     # -- checkpoints -------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> "RocksDBFullSnapshotWriter":
-        """Create a RocksDB checkpoint (hard links) now; the writer serializes it later."""
+    def snapshot(self, checkpoint_id: int) -> KeyedSnapshotWriter:
+        """Create a RocksDB checkpoint (hard links) now; the writer serializes (full) or
+        uploads (incremental) it later."""
         if self._db is None:
             raise StateAccessError("cannot snapshot a disposed backend")
         kinds = {name: kind.value for name, kind in self._kinds.items()}
+        if self.incremental:
+            return self._snapshot_incremental(checkpoint_id, kinds)
         if not kinds:
             return RocksDBFullSnapshotWriter(None, {}, self.key_group_range)
         os.makedirs(self._snapshot_dir, exist_ok=True)
@@ -551,12 +583,133 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         Checkpoint(self._db).create_checkpoint(path)
         return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range)
 
+    def _snapshot_incremental(self, checkpoint_id: int,
+                              kinds: Dict[str, str]) -> "RocksDBIncrementalSnapshotWriter":
+        if not kinds:
+            return RocksDBIncrementalSnapshotWriter(checkpoint_id, None, [], {},
+                                                    self.key_group_range, {}, None)
+        for cf in self._cfs.values():
+            cf.flush()
+        os.makedirs(self._snapshot_dir, exist_ok=True)
+        path = os.path.join(self._snapshot_dir, f"chk-{int(checkpoint_id)}")
+        shutil.rmtree(path, ignore_errors=True)
+        Checkpoint(self._db).create_checkpoint(path)
+        files = sorted(os.listdir(path))
+        with self._upload_lock:
+            base = dict(self._confirmed)
+        return RocksDBIncrementalSnapshotWriter(checkpoint_id, path, files, kinds,
+                                                self.key_group_range, base,
+                                                self._record_uploads)
+
+    def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
+        with self._upload_lock:
+            if checkpoint_id > self._confirmed_id:
+                self._pending[checkpoint_id] = dict(sst_files)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed: its SST uploads (recorded by its writer)
+        become the base that later incremental checkpoints reference instead of uploading.
+        Older unconfirmed uploads are forgotten. No-op for unknown or older ids."""
+        with self._upload_lock:
+            uploads = self._pending.pop(checkpoint_id, None)
+            if uploads is None or checkpoint_id <= self._confirmed_id:
+                return
+            self._confirmed, self._confirmed_id = uploads, checkpoint_id
+            for cid in [c for c in self._pending if c < checkpoint_id]:
+                del self._pending[cid]
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Forget the uploads of an aborted checkpoint."""
+        with self._upload_lock:
+            self._pending.pop(checkpoint_id, None)
+
+    def confirmed_sst_files(self) -> Dict[str, str]:
+        """SST name -> remote path of the confirmed base (for tests and diagnostics)."""
+        with self._upload_lock:
+            return {name: p for name, (p, _) in self._confirmed.items()}
+
+    @staticmethod
+    def _download(handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes],
+                  target: str) -> None:
+        os.makedirs(target, exist_ok=True)
+        for name, remote in itertools.chain(handle.shared.items(), handle.private.items()):
+            with open(os.path.join(target, name), "wb") as f:
+                f.write(read(remote))
+
+    def _restore_incremental_in_place(self, handle: IncrementalKeyedStateHandle,
+                                      read: Callable[[str], bytes]) -> None:
+        """Replace the (empty) database by the checkpoint's files and reopen it."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+        shutil.rmtree(self._db_path, ignore_errors=True)
+        self._download(handle, read, self._db_path)
+        cfs = {name: _raw_options() for name in Rdict.list_cf(self._db_path)
+               if name != "default"}
+        self._db = Rdict(self._db_path, _raw_options(), column_families=cfs)
+        self._db.set_write_options(self._write_opts)
+        for name, kind in handle.state_kinds.items():
+            cf = self._db.get_column_family(_CF_PREFIX + name)
+            cf.set_write_options(self._write_opts)
+            self._kinds[name] = StateKind(kind)
+            self._cfs[name] = cf
+        sizes = handle.file_sizes
+        with self._upload_lock:
+            self._confirmed = {name: (p, sizes.get(p, 0)) for name, p in handle.shared.items()}
+            self._confirmed_id = handle.checkpoint_id
+            self._pending.clear()
+
+    def _restore_incremental_by_copy(self, handle: IncrementalKeyedStateHandle,
+                                     read: Callable[[str], bytes]) -> None:
+        """Copy this backend's key groups out of the checkpoint (rescaling)."""
+        rng = handle.key_group_range.intersection(self.key_group_range)
+        if not len(rng) or not handle.state_kinds:
+            return
+        tmp = tempfile.mkdtemp(prefix="restore-", dir=self.working_dir)
+        try:
+            self._download(handle, read, tmp)
+            cfs = {name: _raw_options() for name in Rdict.list_cf(tmp) if name != "default"}
+            src = Rdict(tmp, _raw_options(), column_families=cfs,
+                        access_type=AccessType.read_only())
+            try:
+                for name, kind in handle.state_kinds.items():
+                    self._column_family(name, StateKind(kind))
+                    dst = self._db.get_column_family_handle(_CF_PREFIX + name)
+                    src_cf = src.get_column_family(_CF_PREFIX + name)
+                    try:
+                        batch, count = WriteBatch(raw_mode=True), 0
+                        for k, v in self._scan(src_cf, rng.start, rng.end, True):
+                            batch.put(k, v, dst)
+                            count += 1
+                            if count % 10000 == 0:
+                                self._db.write(batch, self._write_opts)
+                                batch = WriteBatch(raw_mode=True)
+                        if count % 10000:
+                            self._db.write(batch, self._write_opts)
+                    finally:
+                        src_cf.close()
+            finally:
+                src.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
-        """Load this backend's key groups from full snapshots (heap or RocksDB written)."""
+        """Load this backend's key groups from full snapshots (heap or RocksDB written) and
+        incremental RocksDB checkpoints. One incremental handle of exactly this backend's
+        range, restored before any state is registered, replaces the database by the
+        checkpoint's files (and its SST files become the confirmed base, so the next
+        incremental checkpoint references them); otherwise (rescaling) the key groups of
+        this backend are copied out of each checkpoint."""
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
+        handles = [h for h in handles if h is not None]
+        if (len(handles) == 1 and isinstance(handles[0], IncrementalKeyedStateHandle)
+                and handles[0].key_group_range == self.key_group_range and not self._kinds):
+            self._restore_incremental_in_place(handles[0], read)
+            return
         for handle in handles:
-            if handle is None:
+            if isinstance(handle, IncrementalKeyedStateHandle):
+                self._restore_incremental_by_copy(handle, read)
                 continue
             data = loads_state(read(handle.path), handle.path)
             if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
@@ -655,6 +808,81 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         data = dumps_state({"format": SNAPSHOT_FORMAT, "kinds": self.kinds, "groups": groups})
         size = write_file(path, data)
         return KeyedStateHandle(path, self.key_group_range, size)
+
+    def discard(self) -> None:
+        """Delete the checkpoint directory (``write`` does it; call it to abandon)."""
+        if self.checkpoint_path is not None:
+            shutil.rmtree(self.checkpoint_path, ignore_errors=True)
+
+
+class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
+    """The asynchronous part of an incremental checkpoint: uploads the files of a RocksDB
+    checkpoint directory (see the module doc), reports the SST uploads to the backend
+    (``on_uploaded(checkpoint_id, {sst: (remote path, size)})``) and deletes the directory.
+    ``base``: SST name -> (remote path, size) of the last confirmed checkpoint, captured in
+    the synchronous part. Runs in any thread; uses nothing of the live database."""
+
+    def __init__(self, checkpoint_id: int, checkpoint_path: Optional[str], files: List[str],
+                 kinds: Dict[str, str], key_group_range: KeyGroupRange,
+                 base: Dict[str, Tuple[str, int]],
+                 on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]]) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_path = checkpoint_path
+        self.files = files
+        self.kinds = kinds
+        self.key_group_range = key_group_range
+        self.base = base
+        self.on_uploaded = on_uploaded
+
+    @staticmethod
+    def shared_path(path: str, sst_name: str) -> str:
+        """A fresh unique path for ``sst_name`` in ``<job root>/shared`` (``path`` is the
+        task's ``<job root>/chk-<n>/<vertex>-<i>.keyed``)."""
+        root = posixpath.dirname(posixpath.dirname(path))
+        stem = posixpath.basename(path)
+        stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+        return posixpath.join(root, "shared", f"{stem}-{sst_name}-{uuid.uuid4().hex[:8]}")
+
+    def write(self, write_file: Callable[[str, bytes], int],
+              path: str) -> Optional[IncrementalKeyedStateHandle]:
+        if self.checkpoint_path is None:
+            return None
+        try:
+            shared: Dict[str, str] = {}
+            private: Dict[str, str] = {}
+            sizes: Dict[str, int] = {}
+            ssts: Dict[str, Tuple[str, int]] = {}
+            uploaded = 0
+            for name in self.files:
+                if name.endswith(".sst"):
+                    known = self.base.get(name)
+                    if known is not None:
+                        shared[name] = known[0]
+                        sizes[known[0]] = known[1]
+                        ssts[name] = known
+                        continue
+                    remote = self.shared_path(path, name)
+                else:
+                    remote = f"{path}.private/{name}"
+                with open(os.path.join(self.checkpoint_path, name), "rb") as f:
+                    data = f.read()
+                n = write_file(remote, data)
+                n = len(data) if n is None else n
+                uploaded += n
+                sizes[remote] = n
+                if name.endswith(".sst"):
+                    shared[name] = remote
+                    ssts[name] = (remote, n)
+                else:
+                    private[name] = remote
+        finally:
+            self.discard()
+        if self.on_uploaded is not None:
+            self.on_uploaded(self.checkpoint_id, ssts)
+        return IncrementalKeyedStateHandle(
+            path=f"{path}.private", key_group_range=self.key_group_range, size=uploaded,
+            checkpoint_id=self.checkpoint_id, shared=shared, private=private,
+            state_kinds=dict(self.kinds), full_size=sum(sizes.values()), file_sizes=sizes)
 
     def discard(self) -> None:
         """Delete the checkpoint directory (``write`` does it; call it to abandon)."""

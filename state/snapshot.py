@@ -24,6 +24,7 @@ __all__ = [
     "UNION",
     "OperatorStateEntry",
     "KeyedStateHandle",
+    "IncrementalKeyedStateHandle",
     "OperatorSubtaskState",
     "TaskStateSnapshot",
 ]
@@ -50,6 +51,30 @@ class KeyedStateHandle:
     path: str
     key_group_range: KeyGroupRange
     size: int
+
+
+@dataclass
+class IncrementalKeyedStateHandle(KeyedStateHandle):
+    """An incremental RocksDB checkpoint of ``key_group_range`` (Flink's
+    ``IncrementalRemoteKeyedStateHandle``): the files of a RocksDB checkpoint directory.
+
+    ``shared``: SST file name -> path in checkpoint storage, outside any ``chk-<n>`` folder
+    (``<job root>/shared/...``); such a file may be referenced by many checkpoints (the
+    JobMaster's ``SharedStateRegistry`` counts references, keyed by
+    ``shared_state_key(operator_uid, subtask_index, sst_name)``). ``private``: every other
+    file (``MANIFEST-*``, ``CURRENT``, ``OPTIONS-*``, ...) -> its path under
+    ``path`` (``<chk-n>/<vertex>-<i>.keyed.private/<name>``), uploaded each time and deleted
+    with the ``chk-<n>`` folder. ``state_kinds``: state name -> ``StateKind`` value (the
+    column families). ``file_sizes``: remote path -> size, for every shared and private file.
+    ``size``: bytes uploaded by this checkpoint; ``full_size``: bytes of all its files.
+    """
+
+    checkpoint_id: int = -1
+    shared: Dict[str, str] = field(default_factory=dict)
+    private: Dict[str, str] = field(default_factory=dict)
+    state_kinds: Dict[str, str] = field(default_factory=dict)
+    full_size: int = 0
+    file_sizes: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

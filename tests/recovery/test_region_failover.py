@@ -38,7 +38,7 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
     items = []
     for i in range(n):
         if i % 100 == 0:
-            items.append(PAUSE(0.05))  # each pipeline runs for ~3 s
+            items.append(PAUSE(0.1))  # each pipeline runs for ~6 s
         items.append(i)
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
@@ -47,25 +47,33 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
         .sink_to(sink))
     client = env.execute_async("parallel-pipelines")
     injector = FaultInjector(client)
-    wait_until(lambda: len(sink.committed()) > n // 5, 120, "committed output")
+    wait_until(lambda: len(sink.committed()) > n // 10, 120, "committed output")
     before = _actor_ids(injector.task_actor_names())
     assert len(before) == 9  # 3 pipelines x (source, map, sink): chaining disabled
     vertices = sorted({k.split(":")[0] for k in before}, key=lambda v: int(v[1:]))
     victim = f"{vertices[1]}:1"  # the map of pipeline 1
     injector.kill(victim)
 
+    after = {}
+
     def recovered():
+        # the running tasks at the moment the victim is back; a task of another pipeline
+        # that has finished meanwhile is simply no longer listed
         names = injector.task_actor_names()
         try:  # the dead actor may still be listed until the job master notices
-            return len(names) == 9 and _actor_ids(names)[victim] != before[victim]
+            ids = _actor_ids(names)
         except ValueError:
             return False
+        if victim not in ids or ids[victim] == before[victim]:
+            return False
+        after.update(ids)
+        return True
     wait_until(recovered, 120, "the failed pipeline to be redeployed")
-    after = _actor_ids(injector.task_actor_names())
     result = client.wait(timeout_s=180)
 
-    same = {k for k in before if before[k] == after[k]}
-    assert same == {k for k in before if not k.endswith(":1")}  # pipelines 0 and 2 untouched
+    untouched = {k for k in after if not k.endswith(":1")}
+    assert untouched, "pipelines 0 and 2 finished before the failed one came back"
+    assert {k for k in after if before.get(k) == after[k]} == untouched
     assert result.outcome.restarts == 1
     assert Counter(sink.committed()) == Counter(10 * i for i in range(n))
 
