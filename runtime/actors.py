@@ -13,7 +13,7 @@ import re
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import cloudpickle
 import ray
@@ -24,7 +24,9 @@ from .client import (DriverConnections, DriverEndpoint, JobClient, JobHandle, Jo
                      JobStatus)
 from .clock import SystemClock
 from .cluster import NAMESPACE, ensure_ray
-from .config import CHANNEL_CREDITS, DEPLOY_TIMEOUT, PROGRESS_INTERVAL, Configuration
+from .checkpoints import CheckpointSettings
+from .config import (CHANNEL_CREDITS, DEPLOY_TIMEOUT, JOB_MASTER_MAX_RESTARTS,
+                     PROGRESS_INTERVAL, Configuration)
 from .execution_graph import SubtaskId, TaskDeploymentDescriptor
 from .executor import JobExecutor, PreparedJob
 from .scheduler import JobScheduler, TaskDeployer
@@ -246,12 +248,20 @@ class JobMaster(TaskDeployer):
         self._started = time.monotonic()
         self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
                                       SystemClock(), job.config)
+        # Ray restarted this actor after it died (max_restarts): the job goes on from the
+        # completed checkpoints in storage; the dead master's tasks died with it
+        self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        if self.reconstructed:
+            # attempts above any of the dead master's (which counted from 0, one per deploy)
+            self.scheduler.recover(first_attempt=int(time.time() * 1000))
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> JobOutcome:
         sched = self.scheduler
         self.me = ray.get_runtime_context().current_actor
         try:
+            if self.reconstructed:  # the dead master's tasks may still hold their names
+                self._free_names(self.eg.subtasks())
             with self._lock:
                 sched.start()
             while not sched.is_done:
@@ -319,6 +329,14 @@ class JobMaster(TaskDeployer):
         for s in subtasks:
             ref = self.actors[s].run.remote(addresses, self.driver_addresses)
             self.refs[ref] = (attempt, s)
+
+    def _free_names(self, subtasks: Iterable[SubtaskId]) -> None:
+        for s in subtasks:
+            try:
+                ray.kill(ray.get_actor(self._name(s), namespace=NAMESPACE), no_restart=True)
+            except Exception:  # noqa: BLE001 - gone already
+                continue
+            _wait_name_free(self._name(s))
 
     def cancel_tasks(self, subtasks) -> None:
         for s in subtasks:
@@ -512,7 +530,13 @@ class RayExecutor(JobExecutor):
         name = f"{prefix}/jobmaster"
         # pickled here: the user's modules are registered for pickling by value with
         # cloudpickle, which Ray's own vendored copy does not know about
-        master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=0).remote(
+        # with checkpoints a dead job master is restarted and resumes from them (its calls,
+        # the driver's ``run`` included, are retried on the new one); without, the job
+        # fails, as Flink's default restart strategy without checkpointing
+        restarts = (config.get(JOB_MASTER_MAX_RESTARTS)
+                    if CheckpointSettings.from_config(config).enabled else 0)
+        master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=restarts,
+                                   max_task_retries=-1 if restarts else 0).remote(
             cloudpickle.dumps(job), driver_addresses, prefix)
         for ep in endpoints:
             ep.start()

@@ -74,6 +74,9 @@ from .checkpoints import (
     notify_nobody,
 )
 from .checkpoint_storage import CheckpointStorage
+from .shared_registry import FileHandle, SharedStateRegistry
+from .shared_state import (orphan_shared_files, rebuild_registry, register_shared_state,
+                           unreferenced_files)
 from .clock import Clock
 from .execution_graph import SubtaskId
 
@@ -145,6 +148,8 @@ class CheckpointCoordinator:
         # tasks that ended their input and wait for a checkpoint taken after that
         self._awaiting_final: Set[SubtaskId] = set()
         self._shutdown = False
+        # files shared between incremental checkpoints, counted over the retained ones
+        self.registry = SharedStateRegistry(discard=self._discard_shared_file)
 
     def _first_checkpoint_id(self) -> int:
         """1, or past every checkpoint already in the store or in storage (a restarted
@@ -161,6 +166,57 @@ class CheckpointCoordinator:
         if on_disk:
             highest = max(highest, on_disk[-1])
         return highest + 1
+
+    def recover_from_storage(self) -> Optional[CompletedCheckpoint]:
+        """After a job master restart: load the retained checkpoints from storage into the
+        store (the newest ``num_retained``; older leftovers and folders without
+        ``_metadata`` are deleted, savepoints are left alone), rebuild the shared state
+        registry from their metadata, delete shared files none of them references, and
+        return the newest (``None`` if there is none). Call before any task runs."""
+        if self.storage is None:
+            return None
+        found: List[CompletedCheckpoint] = []
+        for cid in self.storage.list_completed():
+            try:
+                checkpoint = self.storage.read_metadata(self.storage.checkpoint_dir(cid))
+            except Exception:  # noqa: BLE001 - an unreadable checkpoint cannot be used
+                log.warning("checkpoint %d of %s is unreadable; skipping it", cid,
+                            self.job_id, exc_info=True)
+                continue
+            if not checkpoint.is_savepoint:
+                found.append(checkpoint)
+        keep = found[-self.settings.num_retained:]
+        for old in found[:len(found) - len(keep)]:
+            self._discard_dir(old.checkpoint_id)
+        incomplete = self.storage.list_incomplete()
+        for cid in incomplete:  # never reused: a task of the dead master may still write
+            self._discard_dir(cid)
+            self._next_id = max(self._next_id, cid + 1)
+        for checkpoint in keep:
+            self.store.add(checkpoint)
+        rebuild_registry(self.registry, [(c.checkpoint_id, c.task_states) for c in keep])
+        for path in orphan_shared_files(self.storage, self.registry):
+            self._discard_shared_file(FileHandle(path))
+        self._next_id = max(self._next_id, self.store.max_checkpoint_id() + 1)
+        if keep:
+            log.info("recovered %d checkpoint(s) of %s from storage, latest %d", len(keep),
+                     self.job_id, keep[-1].checkpoint_id)
+        return self.store.latest()
+
+    def discard_orphans(self) -> int:
+        """Delete shared files no retained checkpoint references (call when no task runs,
+        e.g. when the job ends with its checkpoints retained); returns how many."""
+        if self.storage is None:
+            return 0
+        try:
+            orphans = orphan_shared_files(self.storage, self.registry)
+        except Exception:  # noqa: BLE001 - cleanup only
+            log.warning("could not list shared checkpoint files of %s", self.job_id,
+                        exc_info=True)
+            return 0
+        for path in orphans:
+            self._discard_shared_file(FileHandle(path))
+        return len(orphans)
 
     # -- queries -----------------------------------------------------------------------------
     def latest_completed(self) -> Optional[CompletedCheckpoint]:
@@ -388,6 +444,8 @@ class CheckpointCoordinator:
                             metrics: Optional[dict] = None) -> AckResult:
         p = self._pending.get(checkpoint_id)
         if p is None:
+            if state is not None:  # its shared uploads belong to no checkpoint
+                self._discard_unreferenced({subtask.key: state})
             if checkpoint_id in self._recently_aborted:
                 # a late ack of an aborted checkpoint may have written files again
                 self._discard_dir(checkpoint_id)
@@ -421,9 +479,13 @@ class CheckpointCoordinator:
         try:
             if self.storage is None:
                 raise RuntimeError("no checkpoint storage configured")
+            # before the metadata is written: it must name the copies the registry keeps
+            if not p.is_savepoint:  # savepoints are self-contained
+                register_shared_state(self.registry, cid, completed.task_states)
             completed.external_path = self.storage.write_metadata(completed)
         except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
             log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
+            self.registry.release_checkpoint(cid)
             self._abort(p, CheckpointFailureReason.IO_FAILURE,
                         message=f"{type(e).__name__}: {e}")
             return
@@ -435,7 +497,7 @@ class CheckpointCoordinator:
         if not p.is_savepoint:
             for old in self.store.add(completed):
                 if old.checkpoint_id != cid:
-                    self._discard_dir(old.checkpoint_id)
+                    self._discard_completed(old.checkpoint_id)
             for older in [q for q in self._pending.values() if q.checkpoint_id < cid]:
                 self._abort(older, CheckpointFailureReason.SUBSUMED)
             for t in sorted(p.tasks_to_ack):
@@ -459,6 +521,7 @@ class CheckpointCoordinator:
         self._pending.pop(p.checkpoint_id, None)
         self._recently_aborted.append(p.checkpoint_id)
         self._discard_dir(p.checkpoint_id)
+        self._discard_unreferenced(p.task_states)
         if not notify_nobody(reason):
             for t in sorted(p.tasks_to_ack):
                 if self.statuses.get(t) in (TaskStatus.RUNNING, TaskStatus.ENDED_INPUT):
@@ -483,6 +546,24 @@ class CheckpointCoordinator:
         except Exception:  # noqa: BLE001 - leftover files are not worth failing for
             log.warning("could not discard checkpoint %d of %s", checkpoint_id, self.job_id,
                         exc_info=True)
+
+    def _discard_completed(self, checkpoint_id: int) -> None:
+        """A retained checkpoint is dropped: its folder, and the shared files only it
+        referenced."""
+        self._discard_dir(checkpoint_id)
+        self.registry.release_checkpoint(checkpoint_id)
+
+    def _discard_unreferenced(self, task_states: Mapping[str, TaskStateSnapshot]) -> None:
+        for path in unreferenced_files(self.registry, task_states):
+            self._discard_shared_file(FileHandle(path))
+
+    def _discard_shared_file(self, handle: FileHandle) -> None:
+        if self.storage is not None:
+            try:
+                self.storage.delete_file(handle.path)
+            except Exception:  # noqa: BLE001 - an orphan file is not worth failing for
+                log.warning("could not delete shared checkpoint file %s", handle.path,
+                            exc_info=True)
 
     def _notify(self, fn: Callable[..., None], *args: Any) -> None:
         try:

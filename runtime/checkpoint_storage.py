@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "METADATA_FILE",
+    "SHARED_DIR",
     "METADATA_MAGIC",
     "METADATA_VERSION",
     "DEFAULT_CHECKPOINTS_DIR",
@@ -61,6 +62,7 @@ __all__ = [
 ]
 
 METADATA_FILE = "_metadata"
+SHARED_DIR = "shared"
 METADATA_MAGIC = b"FLOWRAY-CHK\x00"
 METADATA_VERSION = 1
 _HEADER = struct.Struct(">H")  # version, after the magic bytes
@@ -128,6 +130,12 @@ class CheckpointStorage(abc.ABC):
     def checkpoint_dir(self, checkpoint_id: int) -> str:
         return f"{self.job_root}/chk-{int(checkpoint_id)}"
 
+    @property
+    def shared_dir(self) -> str:
+        """``<job root>/shared``: files that several incremental checkpoints reference
+        (deleted by the job master's shared state registry, not with a ``chk-<n>``)."""
+        return f"{self.job_root}/{SHARED_DIR}"
+
     def metadata_path(self, checkpoint_id: int) -> str:
         return f"{self.checkpoint_dir(checkpoint_id)}/{METADATA_FILE}"
 
@@ -164,6 +172,10 @@ class CheckpointStorage(abc.ABC):
     @abc.abstractmethod
     def _is_file(self, path: str) -> bool: ...
 
+    @abc.abstractmethod
+    def _files_in(self, path: str) -> List[str]:
+        """Paths of the files directly under ``path`` ([] if it does not exist)."""
+
     def _resolve_metadata_path(self, checkpoint_dir: str) -> str:
         p = checkpoint_dir.rstrip("/")
         return p if p.rsplit("/", 1)[-1] == METADATA_FILE else f"{p}/{METADATA_FILE}"
@@ -198,6 +210,24 @@ class CheckpointStorage(abc.ABC):
     def discard_checkpoint(self, checkpoint_id: int) -> None:
         """Delete ``chk-<n>`` and everything in it; a missing directory is fine."""
         self._delete_tree(self.checkpoint_dir(checkpoint_id))
+
+    def delete_file(self, path: str) -> None:
+        """Delete one file (e.g. a shared file no checkpoint references); missing is fine."""
+        self._delete_file(path)
+
+    def list_shared_files(self) -> List[str]:
+        """Paths of every file in :attr:`shared_dir`."""
+        return self._files_in(self.shared_dir)
+
+    def list_incomplete(self) -> List[int]:
+        """Ids of ``chk-<n>`` directories without ``_metadata`` (checkpoints that never
+        completed, e.g. when the job master died), ascending."""
+        ids = []
+        for name in self._child_dirs(self.job_root):
+            m = _CHK_DIR.match(name)
+            if m and not self._is_file(f"{self.job_root}/{name}/{METADATA_FILE}"):
+                ids.append(int(m.group(1)))
+        return sorted(ids)
 
     def list_completed(self) -> List[int]:
         """Ids of the checkpoints whose ``_metadata`` exists, ascending."""
@@ -292,6 +322,13 @@ class FsCheckpointStorage(CheckpointStorage):
 
         return self.fs.get_file_info(path).type == pafs.FileType.File
 
+    def _files_in(self, path: str) -> List[str]:
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
+        return sorted(info.path for info in self.fs.get_file_info(selector)
+                      if info.type == pafs.FileType.File)
+
     def read_metadata(self, checkpoint_dir: str) -> "CompletedCheckpoint":
         if "://" in checkpoint_dir:  # a URI, e.g. a savepoint path given by the user
             return load_checkpoint(checkpoint_dir)
@@ -367,6 +404,11 @@ class MemoryCheckpointStorage(CheckpointStorage):
 
     def _is_file(self, path: str) -> bool:
         return path in self.files
+
+    def _files_in(self, path: str) -> List[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted(p for p in list(self.files)
+                      if p.startswith(prefix) and "/" not in p[len(prefix):])
 
 
 # -----------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ class JobOutcome:
     restarts: int = 0
     checkpoints: int = 0
     checkpoint_stats: Dict[str, Any] = field(default_factory=dict)
+    job_master_restarts: int = 0
 
 
 class JobExecutionError(RuntimeError):

@@ -314,6 +314,11 @@ CHECKPOINTS_RETENTION = _option(
     "RETAIN_ON_CANCELLATION (kept if it failed or was cancelled). A finished job's "
     "checkpoints are always deleted.",
     choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"))
+JOB_MASTER_MAX_RESTARTS = _option(
+    "flowray.jobmaster.max-restarts", _parse_int, 3,
+    "How often a dead job master actor is restarted (it resumes the job from the latest "
+    "completed checkpoint); only with checkpointing enabled, otherwise the job fails.",
+    check=_non_negative)
 STATE_BACKEND_TYPE = _option(
     "state.backend.type", _parse_str, "hashmap",
     "Where keyed state lives: hashmap (Python dicts on the heap) or rocksdb (an embedded "
@@ -323,6 +328,11 @@ ROCKSDB_LOCAL_DIR = _option(
     "state.backend.rocksdb.localdir", _parse_str, None,
     "Working folder for RocksDB state (one sub-folder per task, removed when the task "
     "ends); unset: the system temp folder.")
+ROCKSDB_INCREMENTAL = _option(
+    "state.backend.incremental", _parse_bool, False,
+    "RocksDB only: incremental checkpoints (upload only the SST files that no confirmed "
+    "earlier checkpoint uploaded; the rest are shared between checkpoints and "
+    "reference-counted by the job master). Ignored by the hashmap backend.")
 CHECKPOINTS_DIR = _option(
     "state.checkpoints.dir", _parse_str, None,
     "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "

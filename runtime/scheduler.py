@@ -99,6 +99,7 @@ class JobScheduler:
         self._start_ms = clock.monotonic_ms()
         self._end_ms: Optional[float] = None
         self.stats = CheckpointStatsTracker()
+        self.job_master_restarts = 0
         self.retention = conf.get(CHECKPOINTS_RETENTION)
         if storage is None and self.settings.enabled:
             storage = checkpoint_storage_from_config(conf, job_id)
@@ -151,7 +152,8 @@ class JobScheduler:
         return JobOutcome(self.job_id, self.job_name, self.status, end - self._start_ms,
                           self.failure, [self.metrics[s] for s in sorted(self.metrics)],
                           restarts=self.restarts, checkpoints=counts.get("completed", 0),
-                          checkpoint_stats=self.checkpoint_stats())
+                          checkpoint_stats=self.checkpoint_stats(),
+                          job_master_restarts=self.job_master_restarts)
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {"counts": self.stats.counts(), "history": self.stats.history(),
@@ -160,6 +162,32 @@ class JobScheduler:
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
         self._schedule()
+
+    def recover(self, first_attempt: int) -> Optional[int]:
+        """The job master died and this is its successor (call before :meth:`start`):
+        attempts number from ``first_attempt`` (above any of the dead master's, so its
+        tasks' late messages are ignored), the retained checkpoints and the shared state
+        registry are read back from checkpoint storage, and :meth:`start` then deploys
+        every task from the latest one. Returns its id (None: the job starts over)."""
+        self.attempt = max(self.attempt, first_attempt - 1)
+        if self.storage is None:
+            self.job_master_restarts += 1
+            return None
+        path = f"{self.storage.job_root}/{_JOB_MASTER_RESTARTS_FILE}"
+        try:
+            self.job_master_restarts = int(self.storage.read_file(path).decode()) + 1
+        except (FileNotFoundError, ValueError):
+            self.job_master_restarts = 1
+        try:
+            self.storage.write_file(path, str(self.job_master_restarts).encode())
+        except Exception:  # noqa: BLE001 - only the count would be wrong
+            log.warning("flowray: could not record the job master restart", exc_info=True)
+        latest = self.coordinator.recover_from_storage()
+        log.warning("flowray: job master of %r restarted (%d time(s)); %s", self.job_name,
+                    self.job_master_restarts,
+                    f"resuming from checkpoint {latest.checkpoint_id}" if latest is not None
+                    else "no completed checkpoint: the job starts over")
+        return latest.checkpoint_id if latest is not None else None
 
     def _schedule(self) -> None:
         """Deploy every region not deployed yet whose blocking inputs are complete (in
@@ -408,10 +436,15 @@ class JobScheduler:
             except Exception as e:  # noqa: BLE001 - the job's outcome stands
                 log.warning("flowray: could not delete the checkpoints of job %r: %s",
                             self.job_name, e)
+        else:  # retained checkpoints keep their shared files, nothing else does
+            self.coordinator.discard_orphans()
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""
         return 50.0
+
+
+_JOB_MASTER_RESTARTS_FILE = "jobmaster-restarts"
 
 
 def _result_partitions(eg: Any) -> List[ResultPartitionSpec]:

@@ -534,6 +534,8 @@ class StreamTask:
             self._final_checkpoint_done = True
 
     def _on_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.keyed_backend is not None:
+            self.keyed_backend.notify_checkpoint_aborted(checkpoint_id)
         for op in self.operators:
             op.notify_checkpoint_aborted(checkpoint_id)
 

@@ -76,7 +76,8 @@ class SubtaskCheckpointCoordinator:
             op.snapshot_state(ctx)
         states = {uid: OperatorSubtaskState(store.snapshot())
                   for uid, store in self.operator_stores.items()}
-        writer = self.keyed_backend.snapshot(cid) if self.keyed_backend is not None else None
+        writer = (self.keyed_backend.snapshot(cid, savepoint=barrier.is_savepoint)
+                  if self.keyed_backend is not None else None)
         sync_ms = (time.perf_counter() - t0) * 1000.0
         self.last_checkpoint_id = max(self.last_checkpoint_id, cid)
         snapshot = TaskStateSnapshot(states, finished=False, input_ended=input_ended)

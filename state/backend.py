@@ -158,15 +158,20 @@ class KeyedStateBackend(abc.ABC):
     def state_names(self) -> Iterable[str]: ...
 
     # -- checkpoints -------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> "KeyedSnapshotWriter":
+    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> "KeyedSnapshotWriter":
         """The synchronous part of a checkpoint: capture the state as it is now; the
         returned writer finishes the asynchronous part (writing to storage) in any thread
-        while the task goes on changing the live state."""
+        while the task goes on changing the live state. ``savepoint``: the snapshot must be
+        self-contained (no files shared with other checkpoints)."""
         raise NotImplementedError(f"{type(self).__name__} cannot take snapshots")
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` completed: what it uploaded may be referenced by
         later (incremental) snapshots instead of uploaded again. Default: nothing."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` was aborted: forget what it uploaded. Default:
+        nothing."""
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
         """Load the key groups of this backend's range from snapshot files (``read(path)``

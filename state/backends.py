@@ -5,15 +5,15 @@ PyFlink-shaped backend objects for ``env.set_state_backend(...)``.
 >>> backend = create_keyed_backend({}, KeyGroupRange(0, 127), 128, "job", "v1:0", 0)
 >>> type(backend).__name__
 'HeapKeyedStateBackend'
->>> EmbeddedRocksDBStateBackend().to_config()
-{'state.backend.type': 'rocksdb'}
+>>> EmbeddedRocksDBStateBackend(True).to_config()
+{'state.backend.type': 'rocksdb', 'state.backend.incremental': True}
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from .backend import KeyedStateBackend
 from .heap import HeapKeyedStateBackend
@@ -28,7 +28,8 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
                          attempt: int) -> KeyedStateBackend:
     """The keyed backend ``config`` names for one subtask; RocksDB gets a working folder
     of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``)."""
-    from flowray.runtime.config import ROCKSDB_LOCAL_DIR, STATE_BACKEND_TYPE, Configuration
+    from flowray.runtime.config import (ROCKSDB_INCREMENTAL, ROCKSDB_LOCAL_DIR,
+                                        STATE_BACKEND_TYPE, Configuration)
     conf = Configuration(dict(config))
     if conf.get(STATE_BACKEND_TYPE) == "hashmap":
         return HeapKeyedStateBackend(key_group_range, max_parallelism)
@@ -36,7 +37,8 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     root = conf.get(ROCKSDB_LOCAL_DIR) or tempfile.gettempdir()
     safe = subtask_key.replace(":", "-").replace("/", "_")
     working_dir = os.path.join(root, "flowray-rocksdb", job_id, f"{safe}-{attempt}")
-    return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir)
+    return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
+                                    incremental=conf.get(ROCKSDB_INCREMENTAL))
 
 
 class StateBackend:
@@ -54,13 +56,27 @@ class HashMapStateBackend(StateBackend):
 
 
 class EmbeddedRocksDBStateBackend(StateBackend):
-    """Keyed state in an embedded RocksDB per task (state larger than memory)."""
+    """Keyed state in an embedded RocksDB per task (state larger than memory).
+    ``enable_incremental_checkpointing``: None leaves ``state.backend.incremental`` as
+    configured."""
 
-    def __init__(self, local_dir: Any = None) -> None:
+    def __init__(self, enable_incremental_checkpointing: Optional[bool] = None,
+                 local_dir: Any = None) -> None:
+        if enable_incremental_checkpointing is not None and not isinstance(
+                enable_incremental_checkpointing, bool):
+            raise TypeError("enable_incremental_checkpointing must be a bool or None (use "
+                            "state.backend.incremental), got "
+                            f"{enable_incremental_checkpointing!r}")
+        self.incremental = enable_incremental_checkpointing
         self.local_dir = None if local_dir is None else os.path.abspath(str(local_dir))
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return bool(self.incremental)
 
     def to_config(self) -> Dict[str, Any]:
         conf: Dict[str, Any] = {"state.backend.type": "rocksdb"}
+        if self.incremental is not None:
+            conf["state.backend.incremental"] = self.incremental
         if self.local_dir is not None:
             conf["state.backend.rocksdb.localdir"] = self.local_dir
         return conf

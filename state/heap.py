@@ -285,7 +285,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return iter(list(table.map_for(key_group).items()))
 
     # -- checkpoints -------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> "_HeapSnapshotWriter":
+    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> "_HeapSnapshotWriter":
         """Serialize every non-empty key group now (the copy that later changes cannot
         reach); the writer only stores the bytes."""
         groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}

@@ -468,6 +468,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._upload_lock = threading.Lock()
         self._confirmed_id = -1
         self._confirmed: Dict[str, Tuple[str, int]] = {}
+        # names SST files apart from those of another database with the same SST names
+        # (a fresh or rescaled database numbers its files from 1 again)
+        self.db_uid = uuid.uuid4().hex[:12]
         self._pending: Dict[int, Dict[str, Tuple[str, int]]] = {}
 
     # -- key context -------------------------------------------------------------------
@@ -567,13 +570,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                      for k, v in self._scan(cf, key_group, key_group, True)])
 
     # -- checkpoints -------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> KeyedSnapshotWriter:
+    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> KeyedSnapshotWriter:
         """Create a RocksDB checkpoint (hard links) now; the writer serializes (full) or
-        uploads (incremental) it later."""
+        uploads (incremental) it later. A savepoint is always a full snapshot."""
         if self._db is None:
             raise StateAccessError("cannot snapshot a disposed backend")
         kinds = {name: kind.value for name, kind in self._kinds.items()}
-        if self.incremental:
+        if self.incremental and not savepoint:
             return self._snapshot_incremental(checkpoint_id, kinds)
         if not kinds:
             return RocksDBFullSnapshotWriter(None, {}, self.key_group_range)
@@ -587,7 +590,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                               kinds: Dict[str, str]) -> "RocksDBIncrementalSnapshotWriter":
         if not kinds:
             return RocksDBIncrementalSnapshotWriter(checkpoint_id, None, [], {},
-                                                    self.key_group_range, {}, None)
+                                                    self.key_group_range, {}, None,
+                                                    self.db_uid)
         for cf in self._cfs.values():
             cf.flush()
         os.makedirs(self._snapshot_dir, exist_ok=True)
@@ -599,7 +603,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             base = dict(self._confirmed)
         return RocksDBIncrementalSnapshotWriter(checkpoint_id, path, files, kinds,
                                                 self.key_group_range, base,
-                                                self._record_uploads)
+                                                self._record_uploads, self.db_uid)
 
     def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
         with self._upload_lock:
@@ -614,7 +618,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             uploads = self._pending.pop(checkpoint_id, None)
             if uploads is None or checkpoint_id <= self._confirmed_id:
                 return
-            self._confirmed, self._confirmed_id = uploads, checkpoint_id
+            # a file uploaded again while an earlier upload was unconfirmed: the job master
+            # keeps the first confirmed copy (SharedStateRegistry), so do we
+            self._confirmed = {name: self._confirmed.get(name, up)
+                               for name, up in uploads.items()}
+            self._confirmed_id = checkpoint_id
             for cid in [c for c in self._pending if c < checkpoint_id]:
                 del self._pending[cid]
 
@@ -658,6 +666,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._confirmed = {name: (p, sizes.get(p, 0)) for name, p in handle.shared.items()}
             self._confirmed_id = handle.checkpoint_id
             self._pending.clear()
+            if handle.db_uid:
+                self.db_uid = handle.db_uid
 
     def _restore_incremental_by_copy(self, handle: IncrementalKeyedStateHandle,
                                      read: Callable[[str], bytes]) -> None:
@@ -825,7 +835,9 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
     def __init__(self, checkpoint_id: int, checkpoint_path: Optional[str], files: List[str],
                  kinds: Dict[str, str], key_group_range: KeyGroupRange,
                  base: Dict[str, Tuple[str, int]],
-                 on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]]) -> None:
+                 on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]],
+                 db_uid: str = "") -> None:
+        self.db_uid = db_uid
         self.checkpoint_id = checkpoint_id
         self.checkpoint_path = checkpoint_path
         self.files = files
@@ -882,7 +894,8 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
         return IncrementalKeyedStateHandle(
             path=f"{path}.private", key_group_range=self.key_group_range, size=uploaded,
             checkpoint_id=self.checkpoint_id, shared=shared, private=private,
-            state_kinds=dict(self.kinds), full_size=sum(sizes.values()), file_sizes=sizes)
+            state_kinds=dict(self.kinds), full_size=sum(sizes.values()), file_sizes=sizes,
+            db_uid=self.db_uid)
 
     def discard(self) -> None:
         """Delete the checkpoint directory (``write`` does it; call it to abandon)."""

@@ -67,6 +67,8 @@ class IncrementalKeyedStateHandle(KeyedStateHandle):
     with the ``chk-<n>`` folder. ``state_kinds``: state name -> ``StateKind`` value (the
     column families). ``file_sizes``: remote path -> size, for every shared and private file.
     ``size``: bytes uploaded by this checkpoint; ``full_size``: bytes of all its files.
+    ``db_uid``: identifies the database lineage the SST names belong to (a restored
+    database keeps it; a fresh or rescaled one gets a new one).
     """
 
     checkpoint_id: int = -1
@@ -75,6 +77,7 @@ class IncrementalKeyedStateHandle(KeyedStateHandle):
     state_kinds: Dict[str, str] = field(default_factory=dict)
     full_size: int = 0
     file_sizes: Dict[str, int] = field(default_factory=dict)
+    db_uid: str = ""
 
 
 @dataclass

@@ -21,7 +21,7 @@ MODULES = [
     "flowray.operators.testing_sinks", "flowray.operators.two_phase_commit",
     "flowray.runtime.failover", "flowray.runtime.testing",
     "flowray.state.rocksdb",
-    "flowray.runtime.shared_registry",
+    "flowray.runtime.shared_registry", "flowray.runtime.shared_state",
 ]
 
 
