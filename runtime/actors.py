@@ -232,10 +232,12 @@ class JobMaster(TaskDeployer):
     :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
     (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
-    def __init__(self, job_bytes: bytes, driver_addresses: Dict[str, Dict[str, Any]],
+    def __init__(self, job_ref: List[Any], driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
-        job: PreparedJob = cloudpickle.loads(job_bytes)
+        # the pickled job comes as a reference the driver keeps alive: a restarted actor
+        # reads it again (large constructor arguments would themselves be lost, ray#53727)
+        job: PreparedJob = cloudpickle.loads(ray.get(job_ref[0]))
         self.job = job
         self.name_prefix = name_prefix
         self.driver_addresses = driver_addresses
@@ -278,6 +280,7 @@ class JobMaster(TaskDeployer):
             for s in list(self.actors):
                 _wait_name_free(self._name(s))
         with self._lock:
+            sched.clean_up_storage()  # no task is left to upload anything
             return sched.outcome()
 
     def _step(self) -> None:
@@ -429,6 +432,7 @@ class _RayJobHandle(JobHandle):
         self.listeners = listeners
         self.master_name = master_name
         self._outcome: Optional[JobOutcome] = None
+        self.job_ref: Any = None  # the pickled job, for a restarted job master
 
     def status(self) -> JobStatus:
         if self._outcome is not None:
@@ -468,6 +472,7 @@ class _RayJobHandle(JobHandle):
         return ray.get(self.master.task_actor_names.remote(), timeout=10)
 
     def release(self) -> None:
+        self.job_ref = None
         try:
             ray.kill(self.master, no_restart=True)
         except Exception:
@@ -535,13 +540,15 @@ class RayExecutor(JobExecutor):
         # fails, as Flink's default restart strategy without checkpointing
         restarts = (config.get(JOB_MASTER_MAX_RESTARTS)
                     if CheckpointSettings.from_config(config).enabled else 0)
+        job_ref = ray.put(cloudpickle.dumps(job))
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=restarts,
                                    max_task_retries=-1 if restarts else 0).remote(
-            cloudpickle.dumps(job), driver_addresses, prefix)
+            [job_ref], driver_addresses, prefix)
         for ep in endpoints:
             ep.start()
         ref = master.run.remote()
         handle = _RayJobHandle(job, master, ref, listeners, name)
+        handle.job_ref = job_ref  # the job master reads it again when it is restarted
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL))
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client

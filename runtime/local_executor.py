@@ -145,6 +145,7 @@ class _LocalJob(TaskDeployer, JobHandle):
             except queue.Empty:
                 pass
             sched.tick()
+        sched.clean_up_storage()
         self._outcome = sched.outcome()
         self.done.set()
 

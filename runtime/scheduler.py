@@ -430,13 +430,22 @@ class JobScheduler:
         self.coordinator.shutdown()
         if self.partition_store is not None:
             self.partition_store.release_all()
-        if self.storage is not None and _discard_on_end(self.retention, self.status):
+        self.clean_up_storage()
+
+    def clean_up_storage(self) -> None:
+        """What an ended job leaves in checkpoint storage: nothing, or (retention) its
+        retained checkpoints with the shared files they reference and nothing else.
+        Idempotent; the shell calls it again once every task process is gone, for uploads
+        that landed after the end."""
+        if self.storage is None or not self.is_done:
+            return
+        if _discard_on_end(self.retention, self.status):
             try:
                 self.storage.discard_job()
             except Exception as e:  # noqa: BLE001 - the job's outcome stands
                 log.warning("flowray: could not delete the checkpoints of job %r: %s",
                             self.job_name, e)
-        else:  # retained checkpoints keep their shared files, nothing else does
+        else:
             self.coordinator.discard_orphans()
 
     def next_wakeup_ms(self) -> float:

@@ -52,6 +52,14 @@ class FaultInjector:
         self.killed.append(name)
         return name
 
+    def kill_job_master(self) -> None:
+        """Kill the job master's process; Ray restarts the actor (checkpointing on) and the
+        new one resumes the job from the latest completed checkpoint."""
+        import ray
+
+        ray.kill(self.client._handle.master, no_restart=False)  # type: ignore[attr-defined]
+        self.killed.append("jobmaster")
+
     def kill_random_task(self, timeout_s: float = 60.0) -> str:
         """Wait until the job runs with every task up, then kill one task at random."""
         names: Dict[str, str] = {}

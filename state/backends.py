@@ -12,6 +12,7 @@ PyFlink-shaped backend objects for ``env.set_state_backend(...)``.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any, Dict, Mapping, Optional
 
@@ -36,9 +37,24 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     from .rocksdb import RocksDBKeyedStateBackend
     root = conf.get(ROCKSDB_LOCAL_DIR) or tempfile.gettempdir()
     safe = subtask_key.replace(":", "-").replace("/", "_")
-    working_dir = os.path.join(root, "flowray-rocksdb", job_id, f"{safe}-{attempt}")
+    job_dir = os.path.join(root, "flowray-rocksdb", job_id)
+    _remove_earlier_attempts(job_dir, safe, attempt)
+    working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
     return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
                                     incremental=conf.get(ROCKSDB_INCREMENTAL))
+
+
+def _remove_earlier_attempts(job_dir: str, subtask: str, attempt: int) -> None:
+    """Working folders of this subtask's earlier attempts: a killed task could not remove
+    its own (the job master stops an attempt before it deploys the next one)."""
+    try:
+        names = os.listdir(job_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        stem, _, number = name.rpartition("-")
+        if stem == subtask and number.isdigit() and int(number) < attempt:
+            shutil.rmtree(os.path.join(job_dir, name), ignore_errors=True)
 
 
 class StateBackend:
