@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/recovery.py
+	$(PY) benchmarks/state_backends.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

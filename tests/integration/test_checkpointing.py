@@ -208,10 +208,11 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
     assert env.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb", "rocksdb-incremental"])
 def test_keyed_state_recovers_exactly_on_each_backend(tmp_path, target, backend):
     env = _env(tmp_path, target, interval_ms=50, extra={
-        "state.backend.type": backend,
+        "state.backend.type": backend.split("-")[0],
+        "state.backend.incremental": str(backend.endswith("incremental")).lower(),
         "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb")})
     env.set_parallelism(2)
     items = []
@@ -231,5 +232,5 @@ def test_keyed_state_recovers_exactly_on_each_backend(tmp_path, target, backend)
         (k, c) for k, n in per_key.items() for c in range(1, n + 1))
     assert result.outcome.restarts == 1
     # every task removed its RocksDB working folder when it ended
-    leftovers = list((tmp_path / "rocksdb").rglob("*")) if backend == "rocksdb" else []
+    leftovers = list((tmp_path / "rocksdb").rglob("*")) if backend != "hashmap" else []
     assert [p for p in leftovers if p.is_file()] == []
