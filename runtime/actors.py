@@ -13,6 +13,7 @@ import re
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import cloudpickle
@@ -24,6 +25,7 @@ from .client import (DriverConnections, DriverEndpoint, JobClient, JobHandle, Jo
                      JobStatus)
 from .clock import SystemClock
 from .cluster import NAMESPACE, ensure_ray
+from .checkpoint_storage import checkpoint_storage_from_config
 from .checkpoints import CheckpointSettings
 from .config import (CHANNEL_CREDITS, DEPLOY_TIMEOUT, JOB_MASTER_MAX_RESTARTS,
                      PROGRESS_INTERVAL, Configuration)
@@ -232,12 +234,10 @@ class JobMaster(TaskDeployer):
     :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
     (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
-    def __init__(self, job_ref: List[Any], driver_addresses: Dict[str, Dict[str, Any]],
+    def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
-        # the pickled job comes as a reference the driver keeps alive: a restarted actor
-        # reads it again (large constructor arguments would themselves be lost, ray#53727)
-        job: PreparedJob = cloudpickle.loads(ray.get(job_ref[0]))
+        job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
         self.job = job
         self.name_prefix = name_prefix
         self.driver_addresses = driver_addresses
@@ -432,7 +432,6 @@ class _RayJobHandle(JobHandle):
         self.listeners = listeners
         self.master_name = master_name
         self._outcome: Optional[JobOutcome] = None
-        self.job_ref: Any = None  # the pickled job, for a restarted job master
 
     def status(self) -> JobStatus:
         if self._outcome is not None:
@@ -472,7 +471,6 @@ class _RayJobHandle(JobHandle):
         return ray.get(self.master.task_actor_names.remote(), timeout=10)
 
     def release(self) -> None:
-        self.job_ref = None
         try:
             ray.kill(self.master, no_restart=True)
         except Exception:
@@ -514,6 +512,26 @@ class _SocketDriverConnections(DriverConnections):
         return self.listener.accept_ready(self.allowed, timeout_s)
 
 
+@dataclass(frozen=True)
+class StoredJob:
+    """Where the pickled job lies in the job's checkpoint storage (a small argument for
+    a restartable job master)."""
+
+    config: Dict[str, Any]
+    job_id: str
+
+    @staticmethod
+    def save(config: Dict[str, Any], job_id: str, job_bytes: bytes) -> "StoredJob":
+        stored = StoredJob(dict(config), job_id)
+        storage = checkpoint_storage_from_config(stored.config, job_id)
+        storage.write_file(storage.job_file_path, job_bytes)
+        return stored
+
+    def load(self) -> bytes:
+        storage = checkpoint_storage_from_config(self.config, self.job_id)
+        return storage.read_file(storage.job_file_path)
+
+
 class RayExecutor(JobExecutor):
     """Runs jobs as Ray actors; starts or joins Ray as configured."""
 
@@ -540,15 +558,17 @@ class RayExecutor(JobExecutor):
         # fails, as Flink's default restart strategy without checkpointing
         restarts = (config.get(JOB_MASTER_MAX_RESTARTS)
                     if CheckpointSettings.from_config(config).enabled else 0)
-        job_ref = ray.put(cloudpickle.dumps(job))
+        job_bytes = cloudpickle.dumps(job)
+        # a restartable master reads the job from checkpoint storage: Ray may lose large
+        # constructor arguments of a restarted actor (ray#53727)
+        job_arg = StoredJob.save(job.config, job.job_id, job_bytes) if restarts else job_bytes
         master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=restarts,
                                    max_task_retries=-1 if restarts else 0).remote(
-            [job_ref], driver_addresses, prefix)
+            job_arg, driver_addresses, prefix)
         for ep in endpoints:
             ep.start()
         ref = master.run.remote()
         handle = _RayJobHandle(job, master, ref, listeners, name)
-        handle.job_ref = job_ref  # the job master reads it again when it is restarted
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL))
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client

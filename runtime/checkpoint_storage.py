@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "METADATA_FILE",
     "SHARED_DIR",
+    "JOB_FILE",
     "METADATA_MAGIC",
     "METADATA_VERSION",
     "DEFAULT_CHECKPOINTS_DIR",
@@ -63,6 +64,7 @@ __all__ = [
 
 METADATA_FILE = "_metadata"
 SHARED_DIR = "shared"
+JOB_FILE = "job"
 METADATA_MAGIC = b"FLOWRAY-CHK\x00"
 METADATA_VERSION = 1
 _HEADER = struct.Struct(">H")  # version, after the magic bytes
@@ -135,6 +137,11 @@ class CheckpointStorage(abc.ABC):
         """``<job root>/shared``: files that several incremental checkpoints reference
         (deleted by the job master's shared state registry, not with a ``chk-<n>``)."""
         return f"{self.job_root}/{SHARED_DIR}"
+
+    @property
+    def job_file_path(self) -> str:
+        """``<job root>/job``: the pickled job, read by a restarted job master."""
+        return f"{self.job_root}/{JOB_FILE}"
 
     def metadata_path(self, checkpoint_id: int) -> str:
         return f"{self.checkpoint_dir(checkpoint_id)}/{METADATA_FILE}"

@@ -103,6 +103,8 @@ class JobExecutionResult:
         text = (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
                 f"{self.source_records:,} source records, {tasks} tasks, "
                 f"{o.checkpoints} checkpoints, {o.restarts} restarts")
+        if o.job_master_restarts:
+            text += f", {o.job_master_restarts} job master restarts"
         detail = o.checkpoint_stats.get("summary") if o.checkpoint_stats else None
         if o.checkpoints and detail:
             text += f" ({detail})"

@@ -31,7 +31,7 @@ from .checkpoint_coordinator import (
     CheckpointSettings,
 )
 from .checkpoint_stats import CheckpointStatsTracker
-from .checkpoint_storage import CheckpointStorage, checkpoint_storage_from_config
+from .checkpoint_storage import JOB_FILE, CheckpointStorage, checkpoint_storage_from_config
 from .client import JobOutcome, JobStatus
 from .clock import Clock
 from .blocking import BlockingPartitionStore
@@ -445,8 +445,13 @@ class JobScheduler:
             except Exception as e:  # noqa: BLE001 - the job's outcome stands
                 log.warning("flowray: could not delete the checkpoints of job %r: %s",
                             self.job_name, e)
-        else:
+        else:  # the retained checkpoints, and the shared files they reference
             self.coordinator.discard_orphans()
+            for name in (JOB_FILE, _JOB_MASTER_RESTARTS_FILE):
+                try:
+                    self.storage.delete_file(f"{self.storage.job_root}/{name}")
+                except Exception:  # noqa: BLE001 - cleanup only
+                    log.debug("could not delete %s", name, exc_info=True)
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""

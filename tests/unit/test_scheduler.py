@@ -739,3 +739,51 @@ def test_ended_input_leads_to_a_final_checkpoint_before_the_job_finishes():
         h.result(s, TaskState.FINISHED)
     out = h.sched.outcome()
     assert out.status is JobStatus.FINISHED and out.checkpoints == 1
+
+
+# ---------------------------------------------------------------------------------------
+# a restarted job master
+# ---------------------------------------------------------------------------------------
+
+def _successor(h, first_attempt):
+    """A new scheduler over the same checkpoint storage, as a restarted job master."""
+    storage = MemoryCheckpointStorage(JOB, h.storage.files)
+    plan_bytes = {v: f"plan-{v}".encode() for v in h.eg.vertices}
+    deployer = RecordingDeployer()
+    sched = JobScheduler(JOB, "sched-test", h.eg, plan_bytes, deployer, ManualClock(0),
+                         _config(), storage=storage)
+    return sched, deployer, sched.recover(first_attempt=first_attempt)
+
+
+def test_a_restarted_job_master_deploys_everything_from_the_latest_checkpoint():
+    h = Harness()
+    h.ack_all(h.trigger_checkpoint(), {s: _snapshot(f"one-{s.key}") for s in ALL})
+    snapshots = h.ack_all(h.trigger_checkpoint(), {s: _snapshot(f"two-{s.key}") for s in ALL})
+    cid = h.trigger_checkpoint()  # in progress when the master dies, a task wrote a file
+    h.storage.write_file(h.storage.task_state_path(cid, SUM0, "keyed"), b"half")
+
+    sched, deployer, latest = _successor(h, first_attempt=1000)
+    assert latest == 2
+    sched.start()
+    descriptors = deployer.last_descriptors
+    assert sorted(descriptors) == sorted(ALL)
+    for s, d in descriptors.items():
+        assert d.attempt == 1000 and d.restore_checkpoint_id == 2
+        assert d.restore_state.operators.keys() == snapshots[s].operators.keys()
+    # events of the dead master's attempt are ignored; checkpoint ids are not reused
+    sched.on_task_result(0, TaskResult(SUM0, TaskState.FAILED, _failure(SUM0, "old"), {}))
+    assert sched.status is JobStatus.RUNNING and sched.restarts == 0
+    assert sched.coordinator.next_checkpoint_id == 4
+    assert h.storage.list_incomplete() == []  # the unfinished checkpoint's folder is gone
+    assert sched.outcome().job_master_restarts == 1
+    # a second restart counts on
+    again, _, latest = _successor(h, first_attempt=2000)
+    assert latest == 2 and again.outcome().job_master_restarts == 2
+
+
+def test_a_job_master_restarted_before_any_checkpoint_starts_over():
+    h = Harness()
+    sched, deployer, latest = _successor(h, first_attempt=50)
+    sched.start()
+    assert latest is None
+    assert {d.restore_checkpoint_id for d in deployer.last_descriptors.values()} == {None}
