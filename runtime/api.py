@@ -210,6 +210,24 @@ class StreamExecutionEnvironment:
         op = SourceOperator(source, name)
         return DataStream(self, self._add(OperatorTransformation(op)))
 
+    def from_spark(self, dataframe_or_table: Any,
+                   source_name: Optional[str] = None) -> "DataStream":
+        """A bounded, replayable stream of a Spark DataFrame's (or table's) rows, as named
+        :class:`~flowray.common.types.Row` s. RayDP converts it into Ray blocks now, on
+        the driver; block ``b`` goes to source subtask ``b % parallelism`` and a restored
+        subtask resumes at the exact row. A table name starts Spark if none is running
+        (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration)."""
+        from flowray.spark import get_or_create_spark
+
+        from .spark_bridge import spark_source
+        spark = (get_or_create_spark(self._config) if isinstance(dataframe_or_table, str)
+                 else getattr(dataframe_or_table, "sparkSession", None))
+        if spark is None:
+            raise TypeError(f"from_spark expects a Spark DataFrame or a table name, "
+                            f"got {type(dataframe_or_table).__name__}")
+        source = spark_source(spark, dataframe_or_table, source_name)
+        return self.from_source(source, source_name=source.default_name)
+
     # -- running -----------------------------------------------------------------------
     def _prepare(self, job_name: Optional[str]) -> PreparedJob:
         name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME

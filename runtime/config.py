@@ -254,6 +254,24 @@ DEPLOY_TIMEOUT = _option("flowray.deploy-timeout", parse_duration_ms, 120_000,
 EXECUTION_TARGET = _option("execution.target", _parse_str, "ray",
                            "Where jobs run: 'ray' (task actors) or 'local' (threads in the "
                            "driver; for tests and debugging).", choices=("ray", "local"))
+# -- Spark through RayDP -------------------------------------------------------------------
+#: every ``spark.*`` key is passed to the Spark session as is
+SPARK_PASSTHROUGH_PREFIX = "spark."
+SPARK_APP_NAME = _option("flowray.spark.app-name", _parse_str, "flowray",
+                         "Name of the Spark application flowray starts through RayDP.")
+SPARK_EXECUTORS = _option("flowray.spark.executors", _parse_int, 1,
+                          "Spark executors (each a Ray actor holding executor-cores CPUs).",
+                          check=_positive)
+SPARK_EXECUTOR_CORES = _option("flowray.spark.executor-cores", _parse_int, 1,
+                               "CPU cores per Spark executor.", check=_positive)
+SPARK_EXECUTOR_MEMORY = _option("flowray.spark.executor-memory", _parse_str, "1g",
+                                "Memory per Spark executor (e.g. 512m, 2g).",
+                                check=lambda v: None if re.fullmatch(
+                                    r"\s*\d+\s*([kmgt]b?|b)?\s*", str(v).lower())
+                                else "must be a size such as 512m or 2g")
+SPARK_ENABLE_HIVE = _option("flowray.spark.enable-hive", _parse_bool, False,
+                            "Use an embedded Hive metastore (tables persist across sessions).")
+
 PROGRESS_INTERVAL = _option("flowray.progress-interval", parse_duration_ms, 10_000,
                             "How often a running job logs a progress line (0: never).")
 
@@ -412,6 +430,9 @@ class Configuration:
     @staticmethod
     def _lookup(key: str) -> ConfigOption:
         opt = _REGISTRY.get(key)
+        if opt is None and isinstance(key, str) and key.startswith(SPARK_PASSTHROUGH_PREFIX) \
+                and len(key) > len(SPARK_PASSTHROUGH_PREFIX):
+            return ConfigOption(key, _parse_str, None, "passed to Spark as is")
         if opt is None:
             close = difflib.get_close_matches(key, list(_REGISTRY), n=1, cutoff=0.75)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -24,6 +24,19 @@ class Row(tuple):
         row._fields = tuple(kwargs) if kwargs else None
         return row
 
+    @classmethod
+    def with_fields(cls, fields: Tuple[str, ...], values: Any) -> "Row":
+        """A named row from field names and values in the same order (no dict built).
+
+        >>> Row.with_fields(("a", "b"), (1, 2))
+        Row(a=1, b=2)
+        """
+        row = tuple.__new__(cls, values)
+        if len(row) != len(fields):
+            raise ValueError(f"{len(fields)} field names for {len(row)} values")
+        row._fields = tuple(fields)
+        return row
+
     def __getattr__(self, item: str) -> Any:
         fields = tuple.__getattribute__(self, "_fields")
         if fields and item in fields:

@@ -22,6 +22,7 @@ MODULES = [
     "flowray.runtime.failover", "flowray.runtime.testing",
     "flowray.state.rocksdb",
     "flowray.runtime.shared_registry", "flowray.runtime.shared_state",
+    "flowray.runtime.spark_session", "flowray.operators.block_source",
 ]
 
 

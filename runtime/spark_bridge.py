@@ -1,0 +1,122 @@
+"""Spark DataFrames into flowray jobs: RayDP converts a DataFrame into Ray Dataset blocks,
+a small actor keeps references to them for as long as jobs may read (and, after a failure,
+re-read) them, and :class:`RayBlockStore` reads one block in any task.
+
+``spark_source(spark, df_or_table)`` is what ``env.from_spark`` calls on the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import warnings
+from typing import Any, List, Optional
+
+import ray
+
+from flowray.operators.block_source import ArrowBlockSource, BlockStore
+
+from .cluster import NAMESPACE
+
+__all__ = ["SparkTableNotFoundError", "RayBlockStore", "spark_source", "dataframe_blocks"]
+
+log = logging.getLogger(__name__)
+
+
+class SparkTableNotFoundError(LookupError):
+    """``env.from_spark("name")`` names a table Spark does not know."""
+
+
+@ray.remote(num_cpus=0)
+class _BlockHolder:
+    """Holds the Dataset's block references (so they stay in the object store)."""
+
+    def __init__(self, refs: List[List[Any]]) -> None:
+        self.refs = refs[0]
+
+    def ref(self, block: int) -> List[Any]:
+        return [self.refs[block]]  # nested: the caller gets the reference, not the table
+
+    def size(self) -> int:
+        return len(self.refs)
+
+
+class RayBlockStore(BlockStore):
+    """Blocks in the Ray object store, referenced by a named holder actor."""
+
+    def __init__(self, holder_name: str, fields: Any, num_blocks: int) -> None:
+        self.holder_name = holder_name
+        self.fields = tuple(fields)
+        self._num_blocks = int(num_blocks)
+        self._holder: Any = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_holder"] = None
+        return state
+
+    @property
+    def num_blocks(self) -> int:
+        return self._num_blocks
+
+    def _handle(self) -> Any:
+        if self._holder is None:
+            try:
+                self._holder = ray.get_actor(self.holder_name, namespace=NAMESPACE)
+            except ValueError:
+                raise RuntimeError(f"the Spark blocks {self.holder_name!r} are gone (released, "
+                                   "or the driver that converted the DataFrame exited)") from None
+        return self._holder
+
+    def read(self, block: int) -> Any:
+        (ref,) = ray.get(self._handle().ref.remote(block))
+        return ray.get(ref)
+
+    def release(self) -> None:
+        try:
+            ray.kill(ray.get_actor(self.holder_name, namespace=NAMESPACE), no_restart=True)
+        except ValueError:
+            pass
+        self._holder = None
+
+
+def _resolve(spark: Any, df_or_table: Any) -> Any:
+    if isinstance(df_or_table, str):
+        if not spark.catalog.tableExists(df_or_table):
+            known = sorted(t.name for t in spark.catalog.listTables())
+            raise SparkTableNotFoundError(
+                f"Spark table {df_or_table!r} does not exist (tables: "
+                f"{', '.join(known) if known else 'none'})")
+        return spark.table(df_or_table)
+    if not hasattr(df_or_table, "sparkSession") or not hasattr(df_or_table, "schema"):
+        raise TypeError(f"from_spark expects a Spark DataFrame or a table name, "
+                        f"got {type(df_or_table).__name__}")
+    return df_or_table
+
+
+def dataframe_blocks(spark: Any, df_or_table: Any) -> RayBlockStore:
+    """Convert a DataFrame (or table) with RayDP; a store of its blocks."""
+    df = _resolve(spark, df_or_table)
+    fields = list(df.columns)
+    quiet = logging.getLogger("ray.data")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyspark's sql_ctx deprecation inside RayDP
+            dataset = ray.data.from_spark(df)
+            refs = dataset.to_arrow_refs()
+    finally:
+        quiet.setLevel(level)
+    name = f"flowray-spark-blocks-{uuid.uuid4().hex[:12]}"
+    holder = _BlockHolder.options(name=name, namespace=NAMESPACE).remote([refs])
+    ray.get(holder.size.remote())
+    log.info("flowray: Spark DataFrame converted to %d block(s)", len(refs))
+    return RayBlockStore(name, fields, len(refs))
+
+
+def spark_source(spark: Any, df_or_table: Any, name: Optional[str] = None) -> ArrowBlockSource:
+    """A bounded, replayable source of the DataFrame's (or table's) rows."""
+    label = name or (f"Spark table {df_or_table}" if isinstance(df_or_table, str)
+                     else "Spark DataFrame")
+    return ArrowBlockSource(dataframe_blocks(spark, df_or_table), label)
