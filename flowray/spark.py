@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from flowray.runtime.config import Configuration
-from flowray.runtime.spark_bridge import SparkTableNotFoundError
+from flowray.runtime.spark_bridge import SparkTableNotFoundError, release_all_blocks
 from flowray.runtime.spark_session import (JavaNotFoundError, SparkSessionManager,
                                            check_java, spark_configs, spark_settings)
 
-__all__ = ["get_or_create_spark", "stop_spark", "JavaNotFoundError", "SparkTableNotFoundError",
+__all__ = ["get_or_create_spark", "stop_spark", "release_all_blocks", "JavaNotFoundError", "SparkTableNotFoundError",
            "SparkSessionManager", "check_java", "spark_configs", "spark_settings"]
 
 _manager = SparkSessionManager()
@@ -27,5 +27,6 @@ def get_or_create_spark(config: "Configuration | Mapping[str, Any] | None" = Non
 
 
 def stop_spark() -> None:
-    """Stop the Spark session if flowray started it."""
+    """Free the converted DataFrames' blocks; stop the Spark session if flowray started it."""
+    release_all_blocks()
     _manager.stop()

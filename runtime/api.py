@@ -247,8 +247,14 @@ class StreamExecutionEnvironment:
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
         """Submit the job; a :class:`JobClient` to watch or cancel it."""
         job = self._prepare(job_name)
+        hooks = _driver_hooks(self._transformations)
+        for fn in hooks:
+            fn.prepare_on_driver()
         self._transformations.clear()  # as Flink: the next execute() starts a new program
-        return self._make_executor().submit(job)
+        client = self._make_executor().submit(job)
+        for fn in hooks:
+            client.on_outcome(fn.finish_on_driver)
+        return client
 
     def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
         """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""
@@ -267,6 +273,21 @@ class StreamExecutionEnvironment:
 
     def close(self) -> None:
         self._transformations.clear()
+
+
+def _driver_hooks(transformations: Iterable[Any]) -> List[Any]:
+    """User functions (e.g. sinks writing Spark tables) with work to do on the driver before
+    the job is submitted (``prepare_on_driver()``) and once its outcome is known
+    (``finish_on_driver(outcome)``)."""
+    hooks, seen = [], set()
+    for t in transformations:
+        op = getattr(t, "operator", None)
+        for fn in (op.user_functions() if op is not None else []):
+            if id(fn) not in seen and callable(getattr(fn, "prepare_on_driver", None)) \
+                    and callable(getattr(fn, "finish_on_driver", None)):
+                seen.add(id(fn))
+                hooks.append(fn)
+    return hooks
 
 
 class DataStream:

@@ -150,6 +150,12 @@ class JobClient:
         self._progress_interval_s = progress_interval_ms / 1000.0
         self._result: Optional[JobOutcome] = None
         self._lock = threading.Lock()
+        self._outcome_callbacks: List[Callable[[JobOutcome], None]] = []
+
+    def on_outcome(self, callback: "Callable[[JobOutcome], None]") -> None:
+        """Call ``callback(outcome)`` in the driver once the job's outcome is known (when
+        :meth:`wait` sees it); an exception there fails :meth:`wait`."""
+        self._outcome_callbacks.append(callback)
 
     def get_job_id(self) -> str:
         return self._handle.job_id
@@ -200,6 +206,9 @@ class JobClient:
                 ep.finish(outcome.status is JobStatus.FINISHED)
             self._result = outcome
             self._handle.release()
+            callbacks, self._outcome_callbacks = self._outcome_callbacks, []
+            for callback in callbacks:
+                callback(outcome)
             level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
             get_logger().log(level, "flowray: %s", JobExecutionResult(outcome).summary())
             return outcome

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 import warnings
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import ray
 
@@ -18,9 +18,13 @@ from flowray.operators.block_source import ArrowBlockSource, BlockStore
 
 from .cluster import NAMESPACE
 
-__all__ = ["SparkTableNotFoundError", "RayBlockStore", "spark_source", "dataframe_blocks"]
+__all__ = ["SparkTableNotFoundError", "RayBlockStore", "spark_source", "dataframe_blocks",
+           "release_all_blocks"]
 
 log = logging.getLogger(__name__)
+
+# the driver's handles of the block holders: an actor lives while a handle does
+_HOLDERS: Dict[str, Any] = {}
 
 
 class SparkTableNotFoundError(LookupError):
@@ -73,6 +77,7 @@ class RayBlockStore(BlockStore):
         return ray.get(ref)
 
     def release(self) -> None:
+        _HOLDERS.pop(self.holder_name, None)
         try:
             ray.kill(ray.get_actor(self.holder_name, namespace=NAMESPACE), no_restart=True)
         except ValueError:
@@ -111,8 +116,17 @@ def dataframe_blocks(spark: Any, df_or_table: Any) -> RayBlockStore:
     name = f"flowray-spark-blocks-{uuid.uuid4().hex[:12]}"
     holder = _BlockHolder.options(name=name, namespace=NAMESPACE).remote([refs])
     ray.get(holder.size.remote())
+    _HOLDERS[name] = holder
     log.info("flowray: Spark DataFrame converted to %d block(s)", len(refs))
     return RayBlockStore(name, fields, len(refs))
+
+
+def release_all_blocks() -> int:
+    """Free every block this driver converted (their jobs must be done); how many stores."""
+    names = list(_HOLDERS)
+    for name in names:
+        RayBlockStore(name, (), 0).release()
+    return len(names)
 
 
 def spark_source(spark: Any, df_or_table: Any, name: Optional[str] = None) -> ArrowBlockSource:

@@ -1,0 +1,58 @@
+"""Spark tables and DataFrames as flowray sources (RayDP), on the shared Spark session."""
+
+from collections import Counter
+
+import pytest
+
+from flowray import StreamExecutionEnvironment
+from flowray.common.types import Row
+from flowray.spark import SparkTableNotFoundError
+from flowray.testing import TransactionalTestingSink
+
+
+def _clicks(spark, n=20_000, users=97):
+    return spark.range(0, n).selectExpr(f"concat('u', cast(id % {users} as string)) as user",
+                                        "cast(id % 13 as int) + 1 as amount", "id")
+
+
+def test_a_spark_table_keyed_and_reduced_equals_spark_sql(spark, tmp_path):
+    _clicks(spark).repartition(3).createOrReplaceTempView("clicks_src")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_spark("clicks_src")
+        .map(lambda r: (r.user, r.amount))
+        .key_by(lambda t: t[0]).sum(1)
+        .sink_to(sink))
+    env.execute("spark-source-sum")
+    final = {}
+    for user, total in sink.committed():
+        final[user] = max(final.get(user, 0), total)
+    expected = {r.user: r.total for r in spark.sql(
+        "select user, sum(amount) as total from clicks_src group by user").collect()}
+    assert final == expected
+
+
+def test_rows_are_named_and_each_comes_exactly_once(spark, tmp_path):
+    df = _clicks(spark, n=5_000).repartition(4)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(3)
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    env.from_spark(df).sink_to(sink)
+    env.execute("spark-source-rows")
+    rows = sink.committed()
+    assert all(isinstance(r, Row) and r.as_dict().keys() == {"user", "amount", "id"}
+               for r in rows)
+    assert Counter(r.id for r in rows) == Counter(range(5_000))
+
+
+def test_a_missing_table_is_a_clear_error(spark):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(SparkTableNotFoundError, match="'no_such_table' does not exist"):
+        env.from_spark("no_such_table")
+
+
+def test_from_spark_refuses_what_is_not_a_dataframe(spark):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(TypeError, match="Spark DataFrame or a table name"):
+        env.from_spark([1, 2, 3])

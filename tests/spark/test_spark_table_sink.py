@@ -1,0 +1,144 @@
+"""Exactly-once Spark table sink (RayDP), on the shared Spark session: round trip against
+Spark SQL, task kills mid-run, overwrite, and bad input."""
+
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from flowray import JobExecutionError, StreamExecutionEnvironment
+from flowray.common.typeinfo import Types
+from flowray.datastream import MapFunction
+from flowray.datastream.connectors.spark import SchemaMismatchError, SparkTableSink
+from flowray.testing import FaultInjector, wait_until
+
+RESTARTS = {"restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "10",
+            "restart-strategy.fixed-delay.delay": "200 ms"}
+
+
+def _name(prefix):
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def _env(tmp_path, parallelism=2, interval_ms=200):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    for k, v in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "chk")}.items():
+        env.get_configuration().set_string(k, v)
+    env.enable_checkpointing(interval_ms)
+    env.set_parallelism(parallelism)
+    return env
+
+
+TOTALS = Types.ROW_NAMED(["user", "total"], [Types.STRING(), Types.LONG()])
+
+
+def test_round_trip_keyed_reduce_equals_spark_sql(spark, tmp_path):
+    src, out = _name("clicks"), _name("totals")
+    (spark.range(0, 30_000)
+        .selectExpr("concat('u', cast(id % 101 as string)) as user",
+                    "cast(id % 7 as bigint) + 1 as amount")
+        .repartition(4).createOrReplaceTempView(src))
+    env = _env(tmp_path)
+    (env.from_spark(src)
+        .map(lambda r: (r.user, r.amount))
+        .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(SparkTableSink(out, output_type=TOTALS)))
+    env.execute("spark-round-trip")
+    got = {r.user: r.total for r in spark.sql(
+        f"select user, max(total) as total from {out} group by user").collect()}
+    want = {r.user: r.total for r in spark.sql(
+        f"select user, sum(amount) as total from {src} group by user").collect()}
+    assert got == want
+    # every running total once: as many rows as input records
+    assert spark.table(out).count() == 30_000
+
+
+class _Slow(MapFunction):
+    """Doubles the amount; sleeps now and then so the job runs long enough to be hit."""
+
+    def map(self, r):
+        if r.id % 250 == 0:
+            time.sleep(0.05)
+        return (r.id, r.user, r.amount * 2)
+
+
+def test_exactly_once_with_task_actors_killed_twice(spark, tmp_path):
+    n, out = 40_000, _name("doubled")
+    df = spark.range(0, n).selectExpr("id", "concat('u', cast(id % 31 as string)) as user",
+                                      "cast(id % 5 as bigint) as amount").repartition(4)
+    env = _env(tmp_path)
+    sink = SparkTableSink(out, output_type=Types.ROW_NAMED(
+        ["id", "user", "amount"], [Types.LONG(), Types.STRING(), Types.LONG()]))
+    env.from_spark(df).map(_Slow()).sink_to(sink)
+    client = env.execute_async("spark-exactly-once")
+    injector = FaultInjector(client)
+
+    def committed_rows():
+        import pyarrow.parquet as pq
+        import os
+        files = [f for f in os.listdir(sink.directory) if f.endswith(".parquet")]
+        return sum(pq.read_metadata(os.path.join(sink.directory, f)).num_rows for f in files)
+
+    for threshold in (n // 5, n // 2):
+        wait_until(lambda: committed_rows() >= threshold, 180, f"{threshold} committed rows",
+                   poll_s=0.2)
+        injector.kill_random_task()
+    result = client.wait(timeout_s=300)
+    assert result.outcome.restarts >= 2
+    ids = Counter(r.id for r in spark.table(out).select("id").collect())
+    assert ids == Counter(range(n)), (f"missing {len(set(range(n)) - set(ids))}, "
+                                      f"duplicated {sum(c - 1 for c in ids.values() if c > 1)}")
+    assert dict(spark.sql(f"select sum(amount) as s from {out}").first().asDict()) == \
+        {"s": 2 * sum(i % 5 for i in range(n))}
+
+
+def test_overwrite_replaces_and_append_adds(spark, tmp_path):
+    out = _name("words")
+    schema = Types.ROW_NAMED(["word"], [Types.STRING()])
+    for mode, words in (("append", ["a", "b"]), ("append", ["c"]), ("overwrite", ["d"])):
+        env = _env(tmp_path, parallelism=1)
+        env.from_collection([(w,) for w in words]).sink_to(
+            SparkTableSink(out, mode=mode, output_type=schema))
+        env.execute(f"spark-{mode}")
+    assert sorted(r.word for r in spark.table(out).collect()) == ["d"]
+
+
+def test_a_new_table_without_output_type_takes_the_records_schema(spark, tmp_path):
+    out = _name("inferred")
+    env = _env(tmp_path, parallelism=1)
+    env.from_collection([{"user": "a", "n": 1}, {"user": "b", "n": 2}]).sink_to(
+        SparkTableSink(out))
+    env.execute("spark-inferred")
+    assert sorted((r.user, r.n) for r in spark.table(out).collect()) == [("a", 1), ("b", 2)]
+
+
+def test_output_type_that_does_not_match_the_table_is_refused(spark):
+    out = _name("existing")
+    spark.sql(f"create table {out} (user string, total bigint) using parquet")
+    with pytest.raises(SchemaMismatchError, match="has columns"):
+        SparkTableSink(out, output_type=Types.ROW_NAMED(["who", "total"],
+                                                        [Types.STRING(), Types.LONG()]))
+    with pytest.raises(SchemaMismatchError, match="'total' is int32"):
+        SparkTableSink(out, output_type=Types.ROW_NAMED(["user", "total"],
+                                                        [Types.STRING(), Types.INT()]))
+
+
+def test_records_that_do_not_fit_fail_the_job_with_the_record(spark, tmp_path):
+    out = _name("strict")
+    env = _env(tmp_path, parallelism=1)
+    env.get_configuration().set_string("restart-strategy.type", "none")
+    env.from_collection([("a", 1), ("b", "two")]).sink_to(
+        SparkTableSink(out, output_type=TOTALS))
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("spark-mismatch")
+    assert "SchemaMismatchError" in str(info.value) and "'two'" in str(info.value)
+    assert spark.table(out).count() == 0
+
+
+def test_a_view_is_not_a_sink_table(spark):
+    view = _name("view")
+    spark.range(3).createOrReplaceTempView(view)
+    with pytest.raises(ValueError, match="is a view"):
+        SparkTableSink(view)
