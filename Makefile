@@ -26,7 +26,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 	@touch $(STAMP)
 
 run: java-check $(STAMP)
-	$(PY) examples/word_count.py
+	$(PY) examples/spark_pipeline.py
 
 test: java-check $(STAMP)
 	$(PY) -m pytest -q tests

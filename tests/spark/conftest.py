@@ -13,11 +13,14 @@ def spark(ray_session, tmp_path_factory):
                                    "spark.sql.warehouse.dir": str(warehouse)})
     yield session
     stop_spark()
-    leftovers = java_processes()
-    assert not leftovers, f"Java processes left after Spark stopped: {leftovers}"
+    from flowray.testing import wait_until
+    wait_until(lambda: not java_processes(), 60, "Spark's Java processes to exit")
 
 
 def java_processes():
+    """Live Java processes of Spark or RayDP (zombies waiting to be reaped excluded)."""
     out = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if "java" in line.split(None, 1)[-1][:200] and not line.startswith("Z")]
+    lines = [line.split(None, 1) for line in out.splitlines()[1:] if line.strip()]
+    return [args for stat, *rest in lines if not stat.startswith("Z")
+            for args in rest if "java" in args.split(None, 1)[0]
+            and ("spark" in args or "raydp" in args)]
