@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/recovery.py
 	$(PY) benchmarks/state_backends.py
+	$(PY) benchmarks/spark_pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
