@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from flowray.operators.base import StreamOperator, keyed_state_methods_used
 from flowray.operators.basic import (
@@ -101,6 +101,10 @@ class StreamExecutionEnvironment:
         self._max_parallelism = self._config.get(MAX_PARALLELISM)
         self._transformations: List[Transformation] = []
         self._executor: Optional[JobExecutor] = None
+        # Spark as a blocking stage: to_spark_dataframe boundaries and the from_spark
+        # sources that wait for them (transformation id -> source)
+        self._spark_stages: List[Any] = []
+        self._deferred_spark_sources: Dict[int, Any] = {}
 
     @staticmethod
     def get_execution_environment(
@@ -225,14 +229,24 @@ class StreamExecutionEnvironment:
         if spark is None:
             raise TypeError(f"from_spark expects a Spark DataFrame or a table name, "
                             f"got {type(dataframe_or_table).__name__}")
+        if self._spark_stages and not isinstance(dataframe_or_table, str):
+            # may depend on a to_spark_dataframe stage of this program: converted when
+            # execute() gets there
+            from .spark_stages import DeferredSparkSource
+            deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame")
+            stream = self.from_source(deferred, source_name=deferred.default_name)
+            self._deferred_spark_sources[stream._t.id] = deferred
+            return stream
         source = spark_source(spark, dataframe_or_table, source_name)
         return self.from_source(source, source_name=source.default_name)
 
     # -- running -----------------------------------------------------------------------
-    def _prepare(self, job_name: Optional[str]) -> PreparedJob:
+    def _prepare(self, job_name: Optional[str],
+                 transformations: Optional[List[Transformation]] = None) -> PreparedJob:
         name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
-        stream_graph = build_stream_graph(self._transformations, name, self._parallelism,
-                                          self._max_parallelism)
+        stream_graph = build_stream_graph(
+            self._transformations if transformations is None else transformations, name,
+            self._parallelism, self._max_parallelism)
         return prepare_job(build_job_graph(stream_graph), self._config.to_dict())
 
     def _make_executor(self) -> JobExecutor:
@@ -245,16 +259,55 @@ class StreamExecutionEnvironment:
         return RayExecutor()
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
-        """Submit the job; a :class:`JobClient` to watch or cancel it."""
-        job = self._prepare(job_name)
-        hooks = _driver_hooks(self._transformations)
+        """Submit the job; a :class:`JobClient` to watch or cancel it. A program with a
+        Spark stage followed by ``from_spark`` first runs (and waits for) the part before
+        the stage, then submits the rest."""
+        transformations = list(self._transformations)
+        stages, deferred = self._spark_stages, self._deferred_spark_sources
+        # as Flink: the next execute() starts a new program
+        self._transformations.clear()
+        self._spark_stages, self._deferred_spark_sources = [], {}
+        if deferred:
+            from .spark_stages import split_program
+            first, second = split_program(transformations, set(deferred))
+            name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
+            self._run_spark_stage(first, stages, list(deferred.values()), name)
+            return self._submit(second, f"{name} (after Spark)")
+        return self._submit(transformations, job_name)
+
+    def _submit(self, transformations: List[Transformation],
+                job_name: Optional[str]) -> JobClient:
+        job = self._prepare(job_name, transformations)
+        hooks = _driver_hooks(transformations)
         for fn in hooks:
             fn.prepare_on_driver()
-        self._transformations.clear()  # as Flink: the next execute() starts a new program
         client = self._make_executor().submit(job)
         for fn in hooks:
             client.on_outcome(fn.finish_on_driver)
         return client
+
+    def _run_spark_stage(self, first: List[Transformation], stages: List[Any],
+                         deferred: List[Any], name: str) -> None:
+        """Run the part before the Spark stage, then convert the sources after it. The
+        stage's files are checked before the conversion: if some are gone, the part before
+        runs again (once)."""
+        from flowray.spark import get_or_create_spark
+
+        from . import spark_stages
+        for attempt in range(2):
+            if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
+                for stage in stages:
+                    spark_stages.reset_stage(stage)
+                self._submit(first, f"{name} (before Spark)").wait()
+                for stage in stages:
+                    spark_stages.record_stage_output(stage)
+            if all(spark_stages.stage_output_intact(s) for s in stages):
+                break
+        else:
+            raise RuntimeError("the Spark stage's files disappeared twice while converting")
+        spark = get_or_create_spark(self._config)
+        for source in deferred:
+            source.convert(spark)
 
     def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
         """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""
@@ -401,6 +454,39 @@ class DataStream:
         """Print each record on the driver's stdout (``"2> record"`` when parallel)."""
         name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
         return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name))
+
+    def to_spark_dataframe(self, output_type: Any) -> Any:
+        """A Spark DataFrame of this stream's records, for Spark SQL and then
+        ``env.from_spark(...)`` in the same program (a blocking stage: what comes after
+        runs once this stream is complete). ``output_type``: ``Types.ROW_NAMED`` (or
+        ``ROW``/``TUPLE``), the DataFrame's schema, needed before the data exists. The
+        DataFrame reads the stage's files at every Spark action, so it can be used many
+        times, also after the job."""
+        import os
+        import tempfile
+        import uuid
+
+        from flowray.datastream.connectors.spark import arrow_schema_of
+        from flowray.operators.parquet_sink import ParquetFilesSink
+        from flowray.spark import get_or_create_spark
+
+        from .config import BLOCKING_PARTITIONS_DIR
+        from .spark_stages import SparkStage, lazy_parquet_dataframe
+        if output_type is None:
+            raise TypeError("to_spark_dataframe needs output_type (e.g. Types.ROW_NAMED(...)): "
+                            "Spark needs the schema before the data exists")
+        schema = arrow_schema_of(output_type)
+        env = self._env
+        root = env._config.get(BLOCKING_PARTITIONS_DIR) or os.path.join(
+            tempfile.gettempdir(), "flowray-partitions")
+        folder = os.path.join(root, f"spark-stage-{uuid.uuid4().hex[:12]}")
+        os.makedirs(folder, exist_ok=True)
+        sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))
+        sink.name("Spark stage")
+        env._spark_stages.append(SparkStage(folder, sink._ds._t.id))
+        parallelism = self._t.parallelism or env._parallelism
+        return lazy_parquet_dataframe(get_or_create_spark(env._config), folder, schema,
+                                      max(1, int(parallelism)))
 
     def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
         """Write to ``sink``: a :class:`Sink` (at-least-once) or a

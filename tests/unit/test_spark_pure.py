@@ -114,3 +114,30 @@ def test_a_restored_reader_resumes_at_the_exact_row_across_blocks():
 def test_blocks_with_other_columns_are_refused():
     with pytest.raises(ValueError, match="block 1 has columns"):
         InMemoryBlockStore([pa.table({"a": [1]}), pa.table({"b": [1]})])
+
+
+class _T:
+    def __init__(self, id_, name, *inputs):
+        self.id, self.name, self.inputs = id_, name, list(inputs)
+
+
+def test_the_program_splits_at_deferred_spark_sources():
+    from flowray.runtime.spark_stages import split_program
+    src = _T(1, "source")
+    mapped = _T(2, "map", src)
+    stage = _T(3, "Spark stage", mapped)
+    after = _T(4, "from_spark")
+    joined = _T(5, "map after", after)
+    out = _T(6, "sink", joined)
+    first, second = split_program([src, mapped, stage, after, joined, out], {4})
+    assert [t.name for t in first] == ["source", "map", "Spark stage"]
+    assert [t.name for t in second] == ["from_spark", "map after", "sink"]
+
+
+def test_a_stream_crossing_the_spark_stage_is_an_error_naming_both_ends():
+    from flowray.runtime.spark_stages import SparkStageError, split_program
+    src = _T(1, "source")
+    after = _T(2, "from_spark")
+    union = _T(3, "union", after, src)
+    with pytest.raises(SparkStageError, match="'union' reads 'source'"):
+        split_program([src, after, union], {2})
