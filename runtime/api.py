@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import enum
+import os
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
@@ -306,8 +307,8 @@ class StreamExecutionEnvironment:
         else:
             raise RuntimeError("the Spark stage's files disappeared twice while converting")
         spark = get_or_create_spark(self._config)
-        for source in deferred:
-            source.convert(spark)
+        for i, source in enumerate(deferred):  # "_": not part of the stage's DataFrame
+            source.convert(spark, os.path.join(stages[0].folder, "_converted", str(i)))
 
     def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
         """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""

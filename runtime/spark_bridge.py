@@ -8,11 +8,13 @@ re-read) them, and :class:`RayBlockStore` reads one block in any task.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 import warnings
 from typing import Any, Dict, List, Optional
 
 import ray
+from ray.exceptions import RayError
 
 from flowray.operators.block_source import ArrowBlockSource, BlockStore
 
@@ -46,12 +48,16 @@ class _BlockHolder:
 
 
 class RayBlockStore(BlockStore):
-    """Blocks in the Ray object store, referenced by a named holder actor."""
+    """Blocks in the Ray object store, referenced by a named holder actor; with
+    ``durable_dir``, also as Parquet files there (``block-<i>.parquet``), read when the
+    object store copy is lost."""
 
-    def __init__(self, holder_name: str, fields: Any, num_blocks: int) -> None:
+    def __init__(self, holder_name: str, fields: Any, num_blocks: int,
+                 durable_dir: Optional[str] = None) -> None:
         self.holder_name = holder_name
         self.fields = tuple(fields)
         self._num_blocks = int(num_blocks)
+        self.durable_dir = durable_dir
         self._holder: Any = None
 
     def __getstate__(self) -> dict:
@@ -73,8 +79,17 @@ class RayBlockStore(BlockStore):
         return self._holder
 
     def read(self, block: int) -> Any:
-        (ref,) = ray.get(self._handle().ref.remote(block))
-        return ray.get(ref)
+        try:
+            (ref,) = ray.get(self._handle().ref.remote(block))
+            return ray.get(ref)
+        except (RuntimeError, RayError) as e:
+            if self.durable_dir is None:
+                raise
+            import pyarrow.parquet as pq
+            self._holder = None
+            log.warning("flowray: Spark block %d lost from the object store (%s); reading "
+                        "its durable copy", block, type(e).__name__)
+            return pq.read_table(durable_block_path(self.durable_dir, block))
 
     def release(self) -> None:
         _HOLDERS.pop(self.holder_name, None)
@@ -99,8 +114,14 @@ def _resolve(spark: Any, df_or_table: Any) -> Any:
     return df_or_table
 
 
-def dataframe_blocks(spark: Any, df_or_table: Any) -> RayBlockStore:
-    """Convert a DataFrame (or table) with RayDP; a store of its blocks."""
+def durable_block_path(folder: str, block: int) -> str:
+    return os.path.join(folder, f"block-{block:05d}.parquet")
+
+
+def dataframe_blocks(spark: Any, df_or_table: Any,
+                     durable_dir: Optional[str] = None) -> RayBlockStore:
+    """Convert a DataFrame (or table) with RayDP; a store of its blocks. ``durable_dir``:
+    also write each block there (a blocking stage's partition outlives lost objects)."""
     df = _resolve(spark, df_or_table)
     fields = list(df.columns)
     quiet = logging.getLogger("ray.data")
@@ -117,8 +138,13 @@ def dataframe_blocks(spark: Any, df_or_table: Any) -> RayBlockStore:
     holder = _BlockHolder.options(name=name, namespace=NAMESPACE).remote([refs])
     ray.get(holder.size.remote())
     _HOLDERS[name] = holder
+    if durable_dir is not None:
+        import pyarrow.parquet as pq
+        os.makedirs(durable_dir, exist_ok=True)
+        for i, ref in enumerate(refs):
+            pq.write_table(ray.get(ref), durable_block_path(durable_dir, i))
     log.info("flowray: Spark DataFrame converted to %d block(s)", len(refs))
-    return RayBlockStore(name, fields, len(refs))
+    return RayBlockStore(name, fields, len(refs), durable_dir)
 
 
 def release_all_blocks() -> int:

@@ -12,15 +12,16 @@ The stage boundary is run from the driver (PySpark lives there, not in the job m
 3. ``execute`` splits the program (:func:`split_program`): the part that does not depend on
    a deferred source runs first, as one job; then the deferred sources are converted;
    then the rest runs as a second job. A failure in the second job re-reads the converted
-   blocks (the source is replayable); the first job is not run again unless its folder is
-   gone (:func:`stage_output_intact`), in which case it is.
+   blocks (the source is replayable), from the object store or, if it lost them, from the
+   durable copy written at conversion; the first job is not run again unless its folder
+   is gone (:func:`stage_output_intact`), in which case it is.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from flowray.operators.block_source import ArrowBlockSource, BlockStore
 
@@ -65,9 +66,11 @@ class DeferredSparkSource(ArrowBlockSource):
         state["dataframe"] = None  # a Spark object stays on the driver
         return state
 
-    def convert(self, spark: Any) -> None:
+    def convert(self, spark: Any, durable_dir: Optional[str] = None) -> None:
+        """Convert now (the stage has run); ``durable_dir``: keep a copy of the blocks
+        there, read if the object store loses them."""
         from .spark_bridge import dataframe_blocks
-        self.store = dataframe_blocks(spark, self.dataframe)
+        self.store = dataframe_blocks(spark, self.dataframe, durable_dir)
 
 
 def split_program(transformations: Sequence[Any], deferred_ids: Set[int]
@@ -118,6 +121,8 @@ def stage_output_intact(stage: SparkStage) -> bool:
 
 def reset_stage(stage: SparkStage) -> None:
     """Before the producer runs again: drop what is left of its earlier output."""
+    import shutil
+    shutil.rmtree(os.path.join(stage.folder, "_converted"), ignore_errors=True)
     for name in _committed_files(stage.folder):
         try:
             os.remove(os.path.join(stage.folder, name))

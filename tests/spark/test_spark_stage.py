@@ -129,3 +129,50 @@ def test_the_producer_runs_again_when_the_stage_files_are_gone(spark, tmp_path, 
     assert lost
     assert sorted(runs.read_text().split()) == ["0", "0", "1", "1"]  # the producer, twice
     assert Counter(sink.committed()) == _expected()
+
+
+class _LoseBlocksAndDieOnce(MapFunction):
+    """The first time subtask 0 opens: the object store loses the converted blocks (their
+    holder is killed), then this process dies. The restarted tasks must still read them."""
+
+    def __init__(self, ledger):
+        self.ledger = ledger
+
+    def open(self, runtime_context):
+        if runtime_context.get_index_of_this_subtask() != 0:
+            return
+        try:
+            os.close(os.open(self.ledger, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
+        import ray
+        from ray.util import list_named_actors
+        for actor in list_named_actors(all_namespaces=True):
+            if actor["name"].startswith("flowray-spark-blocks-"):
+                ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]))
+        os._exit(1)
+
+    def map(self, value):
+        return value
+
+
+def test_blocks_lost_from_the_object_store_are_read_from_the_stage(spark, tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration(
+        {"flowray.blocking-partitions.dir": str(tmp_path / "partitions"), **RESTART}))
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(2)
+    runs = tmp_path / "producer-runs.txt"
+    df = (env.from_collection([(f"u{i % 10}", i) for i in range(2_000)])
+          .map(_CountRuns(str(runs))).to_spark_dataframe(CLICKS))
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_spark(df.where("n % 2 = 0"))
+        .map(_LoseBlocksAndDieOnce(str(tmp_path / "died")))
+        .map(lambda r: (r.user, r.n))
+        .sink_to(sink))
+    result = env.execute("spark-stage-lost-blocks")
+    assert Counter(sink.committed()) == Counter((f"u{i % 10}", i) for i in range(0, 2_000, 2))
+    assert result.outcome.restarts == 1
+    assert sorted(runs.read_text().split()) == ["0", "1"]
+    from ray.util import list_named_actors
+    assert not [a for a in list_named_actors(all_namespaces=True)
+                if a["name"].startswith("flowray-spark-blocks-")]  # the blocks were lost
