@@ -56,3 +56,14 @@ def test_from_spark_refuses_what_is_not_a_dataframe(spark):
     env = StreamExecutionEnvironment.get_execution_environment()
     with pytest.raises(TypeError, match="Spark DataFrame or a table name"):
         env.from_spark([1, 2, 3])
+
+
+def test_a_running_session_is_reused_and_an_adopted_one_is_never_stopped(spark):
+    from flowray.runtime.spark_session import SparkSessionManager
+    from flowray.spark import get_or_create_spark
+    assert get_or_create_spark() is spark
+    adopting = SparkSessionManager()  # as if the user had started Spark with raydp.init_spark
+    assert adopting.get_or_create() is spark
+    assert not adopting.owns_session
+    adopting.stop()
+    assert spark.range(3).count() == 3  # still running
