@@ -7,18 +7,16 @@
   producers again; deleting the producers' partitions first does; results are right.
 """
 
-import os
-import shutil
 from collections import Counter
 
 import ray
 
 from flowray import Configuration, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
-from flowray.datastream import MapFunction, RuntimeExecutionMode
+from flowray.datastream import RuntimeExecutionMode
 from flowray.runtime.cluster import NAMESPACE
-from flowray.testing import (PAUSE, FaultInjector, TestingSource, TransactionalTestingSink,
-                             wait_until)
+from flowray.testing import (PAUSE, DieOnceOnOpen, FaultInjector, RecordOpens, TestingSource,
+                             TransactionalTestingSink, wait_until)
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "100 ms"}
@@ -78,42 +76,6 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
     assert Counter(sink.committed()) == Counter(10 * i for i in range(n))
 
 
-class _CountRuns(MapFunction):
-    """Appends a line to ``path`` each time a subtask opens (a run of the producer)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def open(self, runtime_context):
-        with open(self.path, "a") as f:
-            f.write(f"{runtime_context.get_index_of_this_subtask()}\n")
-
-    def map(self, value):
-        return value
-
-
-class _DieOnce(MapFunction):
-    """Kills its own process the first time subtask 0 opens (a ledger file marks it);
-    with ``delete`` set, first deletes every blocking partition file of the job."""
-
-    def __init__(self, ledger, delete=None):
-        self.ledger, self.delete = ledger, delete
-
-    def open(self, runtime_context):
-        if runtime_context.get_index_of_this_subtask() != 0:
-            return
-        try:
-            os.close(os.open(self.ledger, os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            return
-        if self.delete:
-            shutil.rmtree(self.delete, ignore_errors=True)
-        os._exit(1)
-
-    def map(self, value):
-        return value
-
-
 def _batch_job(tmp_path, delete_partitions):
     partitions = tmp_path / "partitions"
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
@@ -124,10 +86,10 @@ def _batch_job(tmp_path, delete_partitions):
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     words = [f"w{i % 7}" for i in range(7_000)]
     (env.from_collection(words).set_parallelism(1)
-        .map(_CountRuns(str(runs))).name("producer").set_parallelism(2)
+        .map(RecordOpens(str(runs))).name("producer").set_parallelism(2)
         .map(lambda w: (w, 1))
         .key_by(lambda t: t[0])
-        .map(_DieOnce(str(tmp_path / "died"), str(partitions) if delete_partitions else None))
+        .map(DieOnceOnOpen(str(tmp_path / "died"), str(partitions) if delete_partitions else None))
         .name("consumer")
         .key_by(lambda t: t[0]).sum(1)
         .sink_to(sink))

@@ -11,44 +11,11 @@ import pytest
 from flowray import Configuration, StreamExecutionEnvironment
 from flowray.common.typeinfo import Types
 from flowray.datastream import MapFunction, RuntimeExecutionMode
-from flowray.testing import TransactionalTestingSink
+from flowray.testing import DieOnceOnOpen, RecordOpens, TransactionalTestingSink
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "100 ms"}
 CLICKS = Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.LONG()])
-
-
-class _CountRuns(MapFunction):
-    """Appends a line to ``path`` each time a subtask opens (a run of the producer)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def open(self, runtime_context):
-        with open(self.path, "a") as f:
-            f.write(f"{runtime_context.get_index_of_this_subtask()}\n")
-
-    def map(self, value):
-        return value
-
-
-class _DieOnce(MapFunction):
-    """Kills its own process the first time subtask 0 opens (a ledger file marks it)."""
-
-    def __init__(self, ledger):
-        self.ledger = ledger
-
-    def open(self, runtime_context):
-        if runtime_context.get_index_of_this_subtask() != 0:
-            return
-        try:
-            os.close(os.open(self.ledger, os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            return
-        os._exit(1)
-
-    def map(self, value):
-        return value
 
 
 def _program(spark, tmp_path, names):
@@ -58,13 +25,13 @@ def _program(spark, tmp_path, names):
     env.set_parallelism(2)
     runs = tmp_path / "producer-runs.txt"
     clicks = (env.from_collection([(f"u{i % 10}", i) for i in range(2_000)])
-              .map(_CountRuns(str(runs))).name("producer"))
+              .map(RecordOpens(str(runs))).name("producer"))
     df = clicks.to_spark_dataframe(CLICKS)
     joined = (df.groupBy("user").sum("n").withColumnRenamed("sum(n)", "total")
               .join(spark.table(names), "user"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     (env.from_spark(joined)
-        .map(_DieOnce(str(tmp_path / "died")))
+        .map(DieOnceOnOpen(str(tmp_path / "died")))
         .map(lambda r: (r.user, r.name, r.total))
         .sink_to(sink))
     return env, sink, runs, df
@@ -163,7 +130,7 @@ def test_blocks_lost_from_the_object_store_are_read_from_the_stage(spark, tmp_pa
     env.set_parallelism(2)
     runs = tmp_path / "producer-runs.txt"
     df = (env.from_collection([(f"u{i % 10}", i) for i in range(2_000)])
-          .map(_CountRuns(str(runs))).to_spark_dataframe(CLICKS))
+          .map(RecordOpens(str(runs))).to_spark_dataframe(CLICKS))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     (env.from_spark(df.where("n % 2 = 0"))
         .map(_LoseBlocksAndDieOnce(str(tmp_path / "died")))

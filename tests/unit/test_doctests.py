@@ -24,6 +24,7 @@ MODULES = [
     "flowray.runtime.shared_registry", "flowray.runtime.shared_state",
     "flowray.runtime.spark_session", "flowray.operators.block_source",
     "flowray.operators.parquet_sink", "flowray.datastream.connectors.spark",
+    "flowray.operators.testing_functions",
 ]
 
 
