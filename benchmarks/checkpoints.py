@@ -29,10 +29,15 @@ from throughput import CountingSink, expected_sums, read_counts  # noqa: E402
 from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment  # noqa: E402
 
 
-def run(n: int, keys: int, mode: Optional[str], interval_ms: int) -> Dict[str, Any]:
+def run(n: int, keys: int, mode: Optional[str], interval_ms: int,
+        extra: Optional[Dict[str, Any]] = None,
+        job_name: str = "bench-checkpoints") -> Dict[str, Any]:
+    """One run of the keyed running sum; ``extra``: more configuration (e.g. the state
+    backend)."""
     folder = tempfile.mkdtemp(prefix="flowray-bench-")
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-chk-")
-    config = Configuration({"parallelism.default": 2, "state.checkpoints.dir": checkpoints})
+    config = Configuration({"parallelism.default": 2, "state.checkpoints.dir": checkpoints,
+                            **(extra or {})})
     if mode is not None:
         config.set_string("execution.checkpointing.interval", f"{interval_ms} ms")
         config.set_string("execution.checkpointing.mode", mode)
@@ -43,7 +48,7 @@ def run(n: int, keys: int, mode: Optional[str], interval_ms: int) -> Dict[str, A
      .sum(1)
      .sink_to(CountingSink(folder)))
     t0 = time.perf_counter()
-    result = env.execute("bench-checkpoints")
+    result = env.execute(job_name)
     wall = time.perf_counter() - t0
     running = max(m["duration_ms"] for m in result.task_metrics) / 1000.0
     count, last = read_counts(folder)

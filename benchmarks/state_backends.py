@@ -257,32 +257,11 @@ JOB_CONFIGS = [("heap (hashmap)", {"state.backend.type": "hashmap"}),
 
 
 def run_job(n: int, keys: int, backend_conf: Dict[str, Any], interval_ms: int) -> dict:
-    from throughput import CountingSink, read_counts
+    """The keyed running sum of checkpoints.py with exactly-once checkpoints, on a backend."""
+    from checkpoints import run
 
-    from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
-
-    folder = tempfile.mkdtemp(prefix="flowray-bench-")
-    checkpoints = tempfile.mkdtemp(prefix="flowray-bench-chk-")
-    conf = {"parallelism.default": 2, "state.checkpoints.dir": checkpoints,
-            "execution.checkpointing.interval": f"{interval_ms} ms",
-            "execution.checkpointing.mode": "EXACTLY_ONCE", **backend_conf}
-    env = StreamExecutionEnvironment.get_execution_environment(Configuration(conf))
-    (env.from_source(NumberSequenceSource(0, n - 1), source_name="numbers")
-     .map(lambda x: (f"k{x % keys}", x))
-     .key_by(lambda t: t[0])
-     .sum(1)
-     .sink_to(CountingSink(folder)))
-    t0 = time.perf_counter()
-    result = env.execute("bench-state-backends")
-    wall = time.perf_counter() - t0
-    running = max(m["duration_ms"] for m in result.task_metrics) / 1000.0
-    count, last = read_counts(folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.rmtree(checkpoints, ignore_errors=True)
-    history = [h for h in result.get_checkpoint_stats().get("history", [])
-               if h["status"] == "COMPLETED"]
-    return {"wall_s": wall, "running_s": running, "count": count, "sums": last,
-            "history": history}
+    return run(n, keys, "EXACTLY_ONCE", interval_ms, extra=backend_conf,
+               job_name="bench-state-backends")
 
 
 def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
