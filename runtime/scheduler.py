@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from flowray.state.snapshot import TaskStateSnapshot
 
@@ -125,6 +125,10 @@ class JobScheduler:
                                                       self.is_partition_available)
         # scheduling goes region by region whatever the failover strategy
         self.regions = [frozenset(r) for r in compute_pipelined_regions(self.topology)]
+        self._partition_of_channel: Dict[str, str] = {
+            c: p.partition_id for p in self.partitions.values() for c in p.channel_ids}
+        self._region_of: Dict[SubtaskId, FrozenSet[SubtaskId]] = {
+            s: region for region in self.regions for s in region}
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -337,7 +341,11 @@ class JobScheduler:
         if subtask is None:
             to_restart = set(deployed)
         else:
-            to_restart = set(self.failover.get_tasks_needing_restart(subtask)) - self._created
+            # a partition that could not be read counts as unavailable (rule 2), even if
+            # its files are there (a truncated file)
+            failed_partition = self._partition_of_channel.get(failure.failed_channel or "")
+            to_restart = set(self.failover.get_tasks_needing_restart(
+                subtask, failed_partition=failed_partition)) - self._created
             to_restart.add(subtask)
         self.coordinator.tasks_not_running(sorted(to_restart))
         now = self.clock.monotonic_ms()
@@ -415,15 +423,23 @@ class JobScheduler:
         self._schedule()
 
     def _release_consumed(self, subtask: SubtaskId) -> None:
-        """BATCH: release the blocking partitions every consumer has finished reading."""
-        if self.partition_store is None:
+        """BATCH: once ``subtask``'s region has finished, release each blocking partition
+        it consumes whose consumer regions have all finished (as in Flink: a partition is
+        kept while a task of a consumer region may still restart and read it again)."""
+        if self.partition_store is None or not self._region_finished(subtask):
             return
-        for pid in self.topology.consumed_partitions(subtask):
+        consumed = {pid for s in self._region_of[subtask]
+                    for pid in self.topology.consumed_partitions(s)}
+        for pid in sorted(consumed):
             p = self.partitions[pid]
             if p.blocking and pid not in self._released and all(
-                    self.states.get(c) is TaskState.FINISHED for c in p.consumers):
+                    self._region_finished(c) for c in p.consumers):
                 self.partition_store.release(p.channel_ids)
                 self._released.add(pid)
+
+    def _region_finished(self, subtask: SubtaskId) -> bool:
+        return all(self.states.get(s) is TaskState.FINISHED
+                   for s in self._region_of[subtask])
 
     def _finish(self) -> None:
         self._end_ms = self.clock.monotonic_ms()

@@ -33,7 +33,7 @@ from flowray.state.backends import create_keyed_backend
 from flowray.state.operator_state import OperatorStateStore
 from flowray.state.snapshot import TaskStateSnapshot
 
-from .blocking import BlockingPartitionStore, MixedInputGate
+from .blocking import BlockingPartitionStore, MixedInputGate, PartitionNotFoundError
 from .barriers import AbortCheckpoint, BarrierHandler, TriggerCheckpoint, create_barrier_handler
 from .channels import ChannelReader, ChannelWriter, InputGate
 from .checkpoint_storage import checkpoint_storage_from_config
@@ -86,6 +86,9 @@ class TaskFailure:
     message: str
     traceback_text: str
     user_code: bool
+    failed_channel: Optional[str] = None
+    """The input channel whose blocking partition could not be read (missing or
+    truncated), for the failover strategy's rule 2; None for any other failure."""
 
     def describe(self) -> str:
         where = f"operator {self.operator!r} in task {self.task!r}" if self.operator \
@@ -272,7 +275,8 @@ class StreamTask:
                                                                   cause.__traceback__)), True)
         return TaskFailure(task, None, type(e).__name__, str(e),
                            "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-                           False)
+                           False, failed_channel=(e.channel_id or None) if isinstance(
+                               e, PartitionNotFoundError) else None)
 
     def _check_cancel(self) -> None:
         if self._cancelled.is_set():

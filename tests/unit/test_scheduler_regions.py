@@ -3,11 +3,12 @@ a ManualClock, in-memory checkpoint storage, a deployer that records every call 
 BATCH mode, a real BlockingPartitionStore under tmp_path. No Ray, no sleeps."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from flowray import Configuration, StreamExecutionEnvironment
-from flowray.runtime.blocking import BlockingPartitionStore
+from flowray.runtime.blocking import BlockingPartitionStore, CorruptPartitionError
 from flowray.runtime.checkpoint_coordinator import CheckpointFailureReason, TaskStatus
 from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
 from flowray.runtime.client import JobStatus
@@ -18,7 +19,7 @@ from flowray.runtime.executor import prepare_job
 from flowray.runtime.graph import build_job_graph, build_stream_graph, mark_blocking_exchanges
 from flowray.runtime.testing import RecordingDeployer
 from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
-from flowray.runtime.stream_task import TaskFailure, TaskResult, TaskState
+from flowray.runtime.stream_task import StreamTask, TaskFailure, TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,
@@ -479,12 +480,15 @@ class Batch:
     """The two-stage job, prepared for BATCH as the executor prepares it, a scheduler over
     it and a store on the same folder to play the producers' part."""
 
-    def __init__(self, tmp_path, start=True, **overrides):
+    def __init__(self, tmp_path, start=True, sink_apart=False, **overrides):
         env = _env(2)
-        env.from_source(NumberSequenceSource(1, 20), source_name="numbers") \
+        summed = env.from_source(NumberSequenceSource(1, 20), source_name="numbers") \
             .map(_by_residue).disable_chaining() \
-            .key_by(_first).sum(1) \
-            .add_sink(_discard)
+            .key_by(_first).sum(1)
+        if sink_apart:  # stage 2 is two vertices: sum -> sink (pipelined, forward)
+            summed.add_sink(_discard).disable_chaining()
+        else:
+            summed.add_sink(_discard)
         sg = build_stream_graph(env._transformations, "regions-batch", env.get_parallelism(),
                                 env.get_max_parallelism())
         config = {"execution.runtime-mode": "BATCH",
@@ -496,12 +500,13 @@ class Batch:
         job = prepare_job(build_job_graph(sg), {k: v for k, v in config.items()
                                                 if v is not None})
         self.eg = ExecutionGraph(job.job_graph)
-        src_v, map_v, sum_v = [v.id for v in job.job_graph.topological_order()]
+        src_v, map_v, sum_v, *sink_v = [v.id for v in job.job_graph.topological_order()]
         self.src = [SubtaskId(src_v, i) for i in range(2)]
         self.map = [SubtaskId(map_v, i) for i in range(2)]
         self.sum = [SubtaskId(sum_v, i) for i in range(2)]
+        self.sink = [SubtaskId(v, i) for v in sink_v for i in range(2)]
         self.stage1 = set(self.src) | set(self.map)
-        self.stage2 = set(self.sum)
+        self.stage2 = set(self.sum) | set(self.sink)
         self.blocking = {p.producer: p for p in self.eg.result_partitions() if p.blocking}
         self.store = BlockingPartitionStore(str(tmp_path), JOB)
         self.h = Harness(self.eg, job.config, job.plan_bytes, start=start)
@@ -525,8 +530,11 @@ class Batch:
 
     def run_stage_1(self):
         for i in range(2):
-            self.produce(self.map[i])
-            self.h.finish(self.src[i], self.map[i])
+            self.run_stage_1_pipeline(i)
+
+    def run_stage_1_pipeline(self, i):
+        self.produce(self.map[i])
+        self.h.finish(self.src[i], self.map[i])
 
 
 def test_batch_graph_has_a_blocking_hash_exchange_between_two_stages(tmp_path):
@@ -600,6 +608,37 @@ def test_batch_partitions_are_released_when_all_their_consumers_finished(tmp_pat
     assert all(b.files_exist(m) == [False, False] for m in b.map)
     assert b.sched.status is JobStatus.FINISHED
     assert not os.path.exists(b.store.job_dir)
+
+
+def test_batch_partitions_are_kept_until_every_consumer_region_finished(tmp_path):
+    """A consumer region of two vertices: the partitions stay while a sink still runs,
+    so a sink failure restarts its own region (sum + sink) and not the producers.
+
+        src0 -> map0 --|--> sum0 -> sink0
+                     \/
+                     /\
+        src1 -> map1 --|--> sum1 -> sink1      (--|--> blocking, -> pipelined)
+    """
+    b = Batch(tmp_path, sink_apart=True)
+    assert sorted(map(sorted, b.sched.regions)) == sorted(
+        [sorted({b.src[0], b.map[0]}), sorted({b.src[1], b.map[1]}),
+         sorted({b.sum[0], b.sink[0]}), sorted({b.sum[1], b.sink[1]})])
+    b.run_stage_1()
+    assert sorted(b.sched.running()) == sorted(b.stage2)
+    b.h.finish(*b.sum)                        # the readers are done, the regions are not
+    assert all(b.files_exist(m) == [True, True] for m in b.map)
+    b.h.finish(b.sink[1])
+    assert all(b.files_exist(m) == [True, True] for m in b.map)
+    b.h.fail(b.sink[0])
+    assert b.h.deployer.cancels == []         # sum0 had finished; nothing else involved
+    b.h.advance(DELAY_MS)
+    assert sorted(b.h.deployer.deployed(2)) == sorted({b.sum[0], b.sink[0]})
+    assert all(b.sched.states[s] is TaskState.FINISHED for s in b.stage1)
+    b.h.finish(b.sum[0])
+    assert all(b.files_exist(m) == [True, True] for m in b.map)
+    b.h.finish(b.sink[0])                     # the last consumer region finished
+    assert all(b.files_exist(m) == [False, False] for m in b.map)
+    assert b.sched.status is JobStatus.FINISHED and b.sched.restarts == 1
 
 
 def test_batch_stage_2_failure_restarts_only_its_region(tmp_path):
@@ -680,6 +719,40 @@ def test_batch_lost_partition_restarts_its_producer_region_first(tmp_path,
     assert all(b.files_exist(m) == [False, False] for m in b.map)
     assert b.sched.status is JobStatus.FINISHED
     assert not os.path.exists(b.store.job_dir)
+
+
+def test_batch_a_truncated_partition_restarts_its_producer_region(tmp_path):
+    """The file is there but cannot be read to its end: the read error names the channel,
+    and the strategy takes that partition as unavailable (rule 2) instead of letting the
+    consumer read the same bad file on every restart.
+
+        src0 -> map0 --|--> sum0   (map0's file for sum0 is truncated)
+                     \/
+                     /\
+        src1 -> map1 --|--> sum1
+    """
+    b = Batch(tmp_path)
+    b.run_stage_1()
+    bad = b.blocking[b.map[0]].channel_ids[0]
+    path = b.store.path(bad)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 1)
+    reader = b.store.reader(bad)
+    with pytest.raises(CorruptPartitionError) as err:
+        while reader.poll() is not None:
+            pass
+    failure = StreamTask._failure(SimpleNamespace(tdd=SimpleNamespace(
+        display_name="sum (1/2)")), err.value)
+    assert failure.failed_channel == bad and failure.cause_type == "CorruptPartitionError"
+    b.h.result(b.sum[0], TaskState.FAILED, failure)
+    assert b.h.deployer.cancels == [[b.sum[1]]]     # rule 3: map0's other consumer
+    b.h.report_cancelled()
+    b.h.advance(DELAY_MS)
+    assert sorted(b.h.deployer.deployed(2)) == sorted({b.src[0], b.map[0]})
+    b.run_stage_1_pipeline(0)
+    assert sorted(b.h.deployer.deployed(3)) == b.sum
+    b.h.finish(*b.sum)
+    assert b.sched.status is JobStatus.FINISHED and b.sched.restarts == 1
 
 
 def test_batch_failed_job_releases_every_partition(tmp_path):
