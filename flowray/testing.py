@@ -19,9 +19,9 @@ from flowray.operators.testing import (
     TestingSourceReader,
 )
 
-from flowray.operators.testing_functions import DieOnceOnOpen, RecordOpens
+from flowray.operators.testing_functions import CountRecords, DieOnceOnOpen, FailOnce, RecordOpens
 from flowray.operators.testing_sinks import TransactionalTestingSink
 from flowray.runtime.testing import FaultInjector, wait_until
 
-__all__ = ["RecordOpens", "DieOnceOnOpen", "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource", "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker",
+__all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen", "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource", "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker",
            "FailMarker", "KillMarker", "PauseMarker", "FAIL", "KILL", "PAUSE"]

@@ -6,6 +6,12 @@ atomic rename), so the driver sees exactly what was committed. ``committed()`` r
 every committed record (any picklable value), ``pending()`` the pre-committed ones not yet
 committed. Works across processes on one machine (or a shared mount).
 
+A transaction pre-committed for a checkpoint that never completed is in no checkpoint a
+later attempt restores: as Flink's Kafka sink aborts such *lingering* transactions, each
+subtask, before its first transaction, aborts every pre-committed transaction its earlier
+attempts left (those of the restored checkpoint were committed by then), so ``pending()``
+is empty once a job has ended.
+
 >>> import tempfile
 >>> from flowray.operators.base import StateInitializationContext, StateSnapshotContext
 >>> from flowray.operators.two_phase_commit import TwoPhaseCommitSinkOperator
@@ -52,13 +58,17 @@ class TransactionalTestingSink(TwoPhaseCommitSink):
         os.makedirs(self.directory, exist_ok=True)
         self._subtask = 0
         self._attempt_token = ""
+        self._lingering_aborted = False
 
     # -- the sink ----------------------------------------------------------------------
     def open(self, context: SinkWriterContext) -> None:
         self._subtask = context.subtask_index
         self._attempt_token = uuid.uuid4().hex[:8]
+        self._lingering_aborted = False
 
     def begin_transaction(self) -> Dict[str, Any]:
+        if not self._lingering_aborted:
+            self._abort_lingering()
         name = f"{self._subtask}-{self._attempt_token}-{uuid.uuid4().hex[:8]}"
         return {"name": name, "records": []}
 
@@ -88,6 +98,18 @@ class TransactionalTestingSink(TwoPhaseCommitSink):
             os.remove(self._path(_PENDING, transaction))
         except FileNotFoundError:
             pass
+
+    def _abort_lingering(self) -> None:
+        """Remove this subtask's pre-committed files of earlier attempts (runs after the
+        restored transactions were committed; an earlier attempt is gone by then)."""
+        self._lingering_aborted = True
+        mine = f"{_PENDING}{self._subtask}-"
+        for name in os.listdir(self.directory):
+            if name.startswith(mine) and not name.startswith(mine + self._attempt_token):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
 
     def _path(self, prefix: str, transaction: Dict[str, Any]) -> str:
         return os.path.join(self.directory, prefix + transaction["name"])

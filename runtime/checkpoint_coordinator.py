@@ -148,6 +148,7 @@ class CheckpointCoordinator:
         # tasks that ended their input and wait for a checkpoint taken after that
         self._awaiting_final: Set[SubtaskId] = set()
         self._shutdown = False
+        self._not_triggered_streak = 0  # periodic triggers in a row that could not start
         # files shared between incremental checkpoints, counted over the retained ones
         self.registry = SharedStateRegistry(discard=self._discard_shared_file)
 
@@ -328,9 +329,22 @@ class CheckpointCoordinator:
         if failure is not None:
             if periodic:
                 self._reschedule_after_failed_trigger(failure, now)
+                if failure == CheckpointFailureReason.NOT_ALL_TASKS_RUNNING:
+                    self._report_not_triggered(failure)
             return TriggerResult(None, failure)
+        self._not_triggered_streak = 0
         plan = self.plan()
         return TriggerResult(self._start(plan, is_savepoint, periodic, now), None)
+
+    def _report_not_triggered(self, failure: CheckpointFailureReason) -> None:
+        """Counted in the stats; logged once per outage (the trigger is retried every
+        interval until every task runs again)."""
+        self.stats.report_not_triggered(failure.name)
+        self._not_triggered_streak += 1
+        if self._not_triggered_streak == 1:
+            down = sum(1 for s in self.statuses.values() if s == TaskStatus.NOT_RUNNING)
+            log.info("flowray: checkpoint not triggered (%s: %d task(s) not running); "
+                     "retrying every %d ms", failure.name, down, self.settings.interval_ms)
 
     def _check_preconditions(self, periodic: bool, now: float
                              ) -> Optional[CheckpointFailureReason]:

@@ -13,11 +13,15 @@ checkpoint since the tracker was created.
 >>> t.report_triggered(2, trigger_ms=2_000, is_savepoint=False, num_tasks=2)
 >>> t.report_failed(2, end_ms=2_500, reason="Checkpoint expired before completing.")
 >>> t.counts()
-{'triggered': 2, 'completed': 1, 'failed': 1, 'in_progress': 0}
+{'triggered': 2, 'completed': 1, 'failed': 1, 'in_progress': 0, 'not_triggered': 0}
 >>> t.summary()
 '1 checkpoint completed, 1 failed; last #1 in 84 ms, 1.1 MB; p50 84 ms, p99 84 ms'
 >>> t.history()[0]["status"], t.history()[1]["failure_reason"]
 ('COMPLETED', 'Checkpoint expired before completing.')
+>>> print(format_checkpoint_table(t.history()))
+   id  status     duration  size    tasks  sync max  async max  alignment max
+    1  COMPLETED  84 ms     1.1 MB  1/2    1 ms      -          3 ms (map:0)
+    2  FAILED     500 ms    -       0/2    -         -          -              Checkpoint expired before completing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = [
     "CheckpointStats",
     "CheckpointStatsTracker",
     "format_bytes",
+    "format_checkpoint_table",
 ]
 
 IN_PROGRESS = "IN_PROGRESS"
@@ -110,6 +115,7 @@ class CheckpointStatsTracker:
         self._triggered = 0
         self._completed = 0
         self._failed = 0
+        self._not_triggered: Dict[str, int] = {}
         self._last_completed: Optional[CheckpointStats] = None
 
     # -- reports (from the coordinator) ---------------------------------------------------
@@ -151,14 +157,24 @@ class CheckpointStatsTracker:
         rec.failure_reason = reason
         self._failed += 1
 
+    def report_not_triggered(self, reason: str) -> None:
+        """A periodic checkpoint was due but could not start (e.g. a region was down);
+        it took no checkpoint id (Flink counts these as failed without a record)."""
+        self._not_triggered[reason] = self._not_triggered.get(reason, 0) + 1
+
     # -- queries ---------------------------------------------------------------------------
+    def not_triggered(self) -> Dict[str, int]:
+        """Periodic triggers that could not start, per reason name."""
+        return dict(self._not_triggered)
+
     def get(self, checkpoint_id: int) -> Optional[CheckpointStats]:
         return self._records.get(checkpoint_id)
 
     def counts(self) -> Dict[str, int]:
         in_progress = sum(1 for r in self._records.values() if r.status == IN_PROGRESS)
         return {"triggered": self._triggered, "completed": self._completed,
-                "failed": self._failed, "in_progress": in_progress}
+                "failed": self._failed, "in_progress": in_progress,
+                "not_triggered": sum(self._not_triggered.values())}
 
     def history(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """Records as plain dicts, oldest first; ``limit`` keeps the newest ``limit``."""
@@ -212,4 +228,46 @@ class CheckpointStatsTracker:
         in_progress = self.counts()["in_progress"]
         if in_progress:
             text += f"; {in_progress} in progress"
+        if self._not_triggered:
+            text += "; not triggered: " + ", ".join(
+                f"{n} ({reason})" for reason, n in sorted(self._not_triggered.items()))
         return text
+
+
+def _task_max(tasks: Dict[str, Dict[str, Any]], metric: str, name_it: bool) -> str:
+    values = [(float(m[metric]), key) for key, m in tasks.items()
+              if isinstance(m.get(metric), (int, float))]
+    if not values:
+        return "-"
+    value, key = max(values)
+    return f"{_fmt_ms(value)} ({key})" if name_it else _fmt_ms(value)
+
+
+def format_checkpoint_table(history: List[Dict[str, Any]], limit: int = 10) -> str:
+    """The newest ``limit`` records of :meth:`CheckpointStatsTracker.history` as a text
+    table: id, status, duration, size, tasks acknowledged, and the slowest task's
+    synchronous, asynchronous and alignment times (the slowest alignment names its task);
+    a failed checkpoint ends with its reason."""
+    header = ("id", "status", "duration", "size", "tasks", "sync max", "async max",
+              "alignment max")
+    rows = []
+    for r in history[-limit:] if limit > 0 else []:
+        done = r["status"] == COMPLETED
+        rows.append((
+            str(r["checkpoint_id"]), r["status"],
+            _fmt_ms(r["duration_ms"]) if r.get("duration_ms") is not None else "-",
+            format_bytes(r["state_size"]) if done else "-",
+            f"{r['num_acknowledged']}/{r['num_tasks']}",
+            _task_max(r["tasks"], "sync_ms", False),
+            _task_max(r["tasks"], "async_ms", False),
+            _task_max(r["tasks"], "alignment_ms", True),
+            r.get("failure_reason") or ""))
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows])
+              for i in range(len(header))]
+    lines = []
+    for row in [header + ("",)] + rows:
+        cells = [row[0].rjust(widths[0] + 3)] + [row[i].ljust(widths[i])
+                                                 for i in range(1, len(header))]
+        line = "  ".join(cells)
+        lines.append((line + "  " + row[-1]) if row[-1] else line.rstrip())
+    return "\n".join(lines)

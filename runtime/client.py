@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from .checkpoint_stats import format_checkpoint_table
 from .channels import ChannelClosedError, ChannelReader, InputGate
 from .elements import EndOfPartition, RecordBatch
 from .stream_task import TaskFailure
@@ -19,6 +20,8 @@ __all__ = ["JobStatus", "JobOutcome", "JobExecutionResult", "JobExecutionError",
            "JobHandle", "DriverEndpoint", "DriverConnections", "CollectIterator"]
 
 from .logs import get_logger
+
+SUMMARY_CHECKPOINTS = 5  # checkpoints listed in the log when a job ends
 
 
 class JobStatus(enum.Enum):
@@ -96,6 +99,13 @@ class JobExecutionResult:
 
     def get_checkpoint_stats(self) -> Dict[str, Any]:
         return dict(self.outcome.checkpoint_stats)
+
+    def checkpoint_table(self, limit: int = 10) -> str:
+        """The newest ``limit`` checkpoints as a text table (see
+        :func:`~flowray.runtime.checkpoint_stats.format_checkpoint_table`); empty if the
+        job took none."""
+        history = self.outcome.checkpoint_stats.get("history") or []
+        return format_checkpoint_table(history, limit) if history else ""
 
     def summary(self) -> str:
         o = self.outcome
@@ -210,7 +220,11 @@ class JobClient:
             for callback in callbacks:
                 callback(outcome)
             level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
-            get_logger().log(level, "flowray: %s", JobExecutionResult(outcome).summary())
+            result = JobExecutionResult(outcome)
+            get_logger().log(level, "flowray: %s", result.summary())
+            table = result.checkpoint_table(SUMMARY_CHECKPOINTS)
+            if table:
+                get_logger().log(level, "flowray: the last checkpoints:\n%s", table)
             return outcome
 
     def _log_progress(self) -> None:

@@ -205,6 +205,12 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
             if not metrics.get("finished"):
                 assert {"sync_ms", "async_ms", "alignment_ms", "bytes"} <= set(metrics)
     assert "checkpoints" in result.summary()
+    # the end-of-job table: the newest checkpoints, one line each
+    table = result.checkpoint_table(limit=3).splitlines()
+    newest = stats["history"][-3:]
+    assert table[0].split()[:2] == ["id", "status"] and len(table) == 1 + len(newest)
+    for line, h in zip(table[1:], newest):
+        assert line.split()[:2] == [str(h["checkpoint_id"]), h["status"]]
     assert env.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
 
 

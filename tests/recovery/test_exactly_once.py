@@ -1,6 +1,10 @@
 """Exactly-once recovery on a real local Ray: kill task actors mid-stream, raise in user
 code, and compare the committed output with the expected output.
 
+Faults in one run: three ``ray.kill`` of random task actors at random points of progress,
+a map function that raises once (``FailOnce``), and in-band source markers (``FAIL()``
+raises in the source's reader, ``KILL()`` ends the source's process).
+
 The job is a keyed running sum of ``(key, 1)`` records, so its expected output is known
 whatever the interleaving: for each key ``k`` with ``n`` records, exactly the records
 ``(k, 1) ... (k, n)``. A lost record removes one of them; a duplicate repeats one.
@@ -14,7 +18,7 @@ import pytest
 from flowray import JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.datastream import CheckpointingMode
-from flowray.testing import (FAIL, KILL, PAUSE, FaultInjector, Marker, TestingSource,
+from flowray.testing import (FAIL, KILL, PAUSE, FailOnce, FaultInjector, Marker, TestingSource,
                              TransactionalTestingSink, wait_until)
 
 N = 200_000
@@ -39,7 +43,7 @@ def _expected():
     return Counter((k, c) for k, n in per_key.items() for c in range(1, n + 1))
 
 
-def _submit(tmp_path, config, items, mode):
+def _submit(tmp_path, config, items, mode, fail_in_map_after=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     for key, value in config.items():
         env.get_configuration().set_string(key, value)
@@ -48,8 +52,11 @@ def _submit(tmp_path, config, items, mode):
     env.set_parallelism(2)
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
-        .key_by(lambda t: t[0]).sum(1).name("running sum")
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
+    if fail_in_map_after is not None:  # user code that raises once, in subtask 1
+        stream = stream.map(FailOnce(str(tmp_path / "map-failed"), fail_in_map_after,
+                                     index=1)).name("may fail")
+    (stream.key_by(lambda t: t[0]).sum(1).name("running sum")
         .sink_to(sink))
     return env.execute_async("running-sum"), source, sink
 
@@ -80,15 +87,17 @@ def test_exactly_once_with_three_kills_and_a_user_failure(ray_session, tmp_path)
     fail_at = rng.randrange(N // 10, N - N // 10)
     kill_at = rng.randrange(N // 10, N - N // 10)
     items = _records(rng, fail_at, kill_at=kill_at)
-    client, source, sink = _submit(tmp_path, RESTARTS, items, CheckpointingMode.EXACTLY_ONCE)
+    client, source, sink = _submit(tmp_path, RESTARTS, items, CheckpointingMode.EXACTLY_ONCE,
+                                   fail_in_map_after=rng.randrange(N // 100, N // 25))
     fractions = sorted(rng.uniform(0.1, 0.8) for _ in range(3))
     injector = _kill_at(client, sink, fractions, rng)
     result = client.wait(timeout_s=300)
 
     assert len(injector.killed) == 3
     assert source.fired_markers() == _fault_positions(items)  # FAIL and KILL, once each
-    # three kills at distinct points of progress; the FAIL and KILL markers may coincide
-    # with one of them (a failure during a failover is part of that failover)
+    assert (tmp_path / "map-failed").exists()                 # the map raised, once
+    # three kills at distinct points of progress; the other faults may coincide with one
+    # of them (a failure during a failover is part of that failover)
     assert result.outcome.restarts >= 3
     committed = Counter(sink.committed())
     assert committed == _expected(), _diff(committed, _expected())
@@ -102,9 +111,10 @@ def test_at_least_once_loses_nothing(ray_session, tmp_path):
     fail_at = rng.randrange(N // 10, N - N // 10)
     client, source, sink = _submit(tmp_path, RESTARTS, _records(rng, fail_at),
                                    CheckpointingMode.AT_LEAST_ONCE)
-    _kill_at(client, sink, [0.3], rng)
+    injector = _kill_at(client, sink, sorted(rng.uniform(0.1, 0.8) for _ in range(3)), rng)
     result = client.wait(timeout_s=300)
-    assert result.outcome.restarts >= 2
+    assert len(injector.killed) == 3
+    assert result.outcome.restarts >= 3
     committed = Counter(sink.committed())
     missing = _expected() - committed
     assert not missing, f"{sum(missing.values())} records missing, e.g. {list(missing)[:5]}"

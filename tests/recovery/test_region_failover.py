@@ -1,8 +1,8 @@
 """Region failover on a real local Ray: a failure restarts only what must restart.
 
 * STREAMING, embarrassingly parallel (forward edges only): one region per pipeline. A task
-  of one pipeline is killed; the other pipelines' actors are the same actors afterwards and
-  the committed output is exactly once.
+  of one pipeline is killed; the other pipelines keep processing records while it is down,
+  their actors are the same actors afterwards, and the committed output is exactly once.
 * BATCH, two stages joined by a blocking exchange: killing a consumer does not run the
   producers again; deleting the producers' partitions first does; results are right.
 """
@@ -15,8 +15,8 @@ from flowray import Configuration, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.datastream import RuntimeExecutionMode
 from flowray.runtime.cluster import NAMESPACE
-from flowray.testing import (PAUSE, DieOnceOnOpen, FaultInjector, RecordOpens, TestingSource,
-                             TransactionalTestingSink, wait_until)
+from flowray.testing import (PAUSE, CountRecords, DieOnceOnOpen, FaultInjector, RecordOpens,
+                             TestingSource, TransactionalTestingSink, wait_until)
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "100 ms"}
@@ -28,8 +28,10 @@ def _actor_ids(names):
 
 
 def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_path):
+    # a back-off of 1 s: the failed pipeline is down for at least that long
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
-        {"state.checkpoints.dir": str(tmp_path / "chk"), **RESTART}))
+        {"state.checkpoints.dir": str(tmp_path / "chk"), **RESTART,
+         "restart-strategy.fixed-delay.delay": "1 s"}))
     env.enable_checkpointing(100)
     env.set_parallelism(3)
     n = 6_000
@@ -40,7 +42,9 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
         items.append(i)
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
+    progress = str(tmp_path / "progress")  # records each source subtask passed on
     (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .map(CountRecords(progress)).name("count")      # chained with the source
         .map(lambda x: x * 10).name("times ten").disable_chaining()
         .sink_to(sink))
     client = env.execute_async("parallel-pipelines")
@@ -50,9 +54,11 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
     assert len(before) == 9  # 3 pipelines x (source, map, sink): chaining disabled
     vertices = sorted({k.split(":")[0] for k in before}, key=lambda v: int(v[1:]))
     victim = f"{vertices[1]}:1"  # the map of pipeline 1
+    at_kill = CountRecords.counts(progress)
     injector.kill(victim)
 
     after = {}
+    at_recovery = {}
 
     def recovered():
         # the running tasks at the moment the victim is back; a task of another pipeline
@@ -65,6 +71,7 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
         if victim not in ids or ids[victim] == before[victim]:
             return False
         after.update(ids)
+        at_recovery.update(CountRecords.counts(progress))
         return True
     wait_until(recovered, 120, "the failed pipeline to be redeployed")
     result = client.wait(timeout_s=180)
@@ -72,6 +79,9 @@ def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_pa
     untouched = {k for k in after if not k.endswith(":1")}
     assert untouched, "pipelines 0 and 2 finished before the failed one came back"
     assert {k for k in after if before.get(k) == after[k]} == untouched
+    # while pipeline 1 was down, the pipelines still running went on processing
+    for pipeline in {int(k.split(":")[1]) for k in untouched}:
+        assert at_recovery[pipeline] > at_kill[pipeline], (pipeline, at_kill, at_recovery)
     assert result.outcome.restarts == 1
     assert Counter(sink.committed()) == Counter(10 * i for i in range(n))
 

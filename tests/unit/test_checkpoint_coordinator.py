@@ -150,7 +150,7 @@ def test_periodic_trigger_all_acks_complete():
     assert h.coord.store.all() == [cp]
     assert h.coord.pending_ids() == []
     assert h.stats.counts() == {"triggered": 1, "completed": 1, "failed": 0,
-                                "in_progress": 0}
+                                "in_progress": 0, "not_triggered": 0}
     rec = h.stats.history()[-1]
     assert rec["status"] == "COMPLETED" and rec["duration_ms"] == 84
     assert rec["tasks"]["map:0"]["alignment_ms"] == 3.0
@@ -734,7 +734,8 @@ def test_stats_tracker():
     t.report_triggered(11, trigger_ms=20_000, is_savepoint=True)
     t.report_failed(11, end_ms=20_500, reason="Checkpoint expired before completing.")
     t.report_triggered(12, trigger_ms=21_000, is_savepoint=False)
-    assert t.counts() == {"triggered": 12, "completed": 10, "failed": 1, "in_progress": 1}
+    assert t.counts() == {"triggered": 12, "completed": 10, "failed": 1, "in_progress": 1,
+                          "not_triggered": 0}
     hist = t.history()
     assert [h["checkpoint_id"] for h in hist] == [8, 9, 10, 11, 12]  # bounded
     assert [h["checkpoint_id"] for h in t.history(limit=2)] == [11, 12]

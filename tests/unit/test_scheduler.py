@@ -696,7 +696,8 @@ def test_outcome_reports_restarts_checkpoints_and_checkpoint_stats():
     assert out.checkpoints == 2
     stats = out.checkpoint_stats
     assert stats["restarts"] == 1
-    assert stats["counts"] == {"triggered": 3, "completed": 2, "failed": 1, "in_progress": 0}
+    assert stats["counts"] == {"triggered": 3, "completed": 2, "failed": 1, "in_progress": 0,
+                               "not_triggered": 0}
     assert [r["checkpoint_id"] for r in stats["history"]] == [1, 2, 3]
     assert [r["status"] for r in stats["history"]] == ["COMPLETED", "COMPLETED", "FAILED"]
     assert "summary" in stats

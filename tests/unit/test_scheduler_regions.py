@@ -2,6 +2,7 @@
 a ManualClock, in-memory checkpoint storage, a deployer that records every call and, for
 BATCH mode, a real BlockingPartitionStore under tmp_path. No Ray, no sleeps."""
 
+import logging
 import os
 from types import SimpleNamespace
 
@@ -359,7 +360,8 @@ def test_a_user_cancel_during_a_region_backoff_cancels_the_rest_and_never_redepl
 # checkpoints while a region is down
 # ---------------------------------------------------------------------------------------
 
-def test_checkpoints_are_declined_while_a_region_is_down_and_resume_after():
+def test_checkpoints_are_declined_while_a_region_is_down_and_resume_after(caplog):
+    caplog.set_level(logging.INFO, logger="flowray")
     h = streaming()
     snapshots = {s: _snapshot(s.key) for s in ALL}
     cid = h.trigger_checkpoint()
@@ -380,6 +382,13 @@ def test_checkpoints_are_declined_while_a_region_is_down_and_resume_after():
     assert len(h.deployer.triggers) == triggers
     assert h.sched.coordinator.next_checkpoint_id == next_id
     assert h.sched.coordinator.pending_ids() == []
+    # counted (and logged once) under their reason
+    assert h.sched.stats.not_triggered() == {"NOT_ALL_TASKS_RUNNING": 3}
+    assert h.sched.checkpoint_stats()["counts"]["not_triggered"] == 3
+    assert "not triggered: 3 (NOT_ALL_TASKS_RUNNING)" in h.sched.stats.summary()
+    assert [r.getMessage() for r in caplog.records if "not triggered" in r.getMessage()] \
+        == ["flowray: checkpoint not triggered (NOT_ALL_TASKS_RUNNING: 3 task(s) not "
+            f"running); retrying every {INTERVAL_MS} ms"]
     result = h.sched.coordinator.trigger_checkpoint()
     assert not result.ok and result.checkpoint_id is None
     assert result.failure is CheckpointFailureReason.NOT_ALL_TASKS_RUNNING
