@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from flowray.state.snapshot import TaskStateSnapshot
@@ -41,7 +42,7 @@ from .failover import FailoverTopology, compute_pipelined_regions, failover_stra
 from .restart import RestartStrategy, restart_strategy_from_config
 from .stream_task import TaskFailure, TaskResult, TaskState
 
-__all__ = ["TaskDeployer", "JobScheduler", "root_cause"]
+__all__ = ["TaskDeployer", "JobScheduler", "PendingFailover", "root_cause"]
 
 log = logging.getLogger("flowray")
 
@@ -91,7 +92,6 @@ class JobScheduler:
         self.restarts = 0
         self.failure: Optional[TaskFailure] = None       # the cause the job failed with
         self.failures: List[TaskFailure] = []            # every failure, in order
-        self._restart_at: Optional[float] = None
         # running tasks asked to cancel -> when first asked (killed after CANCEL_GRACE_MS);
         # per task: with region failover, tasks of other regions keep running meanwhile
         self._cancel_sent: Dict[SubtaskId, float] = {}
@@ -110,8 +110,9 @@ class JobScheduler:
         # regions, blocking partitions and the failover strategy
         self.attempts: Dict[SubtaskId, int] = {}
         self._created: Set[SubtaskId] = set(self.subtasks)   # not (re)deployed yet
-        self._restarting: Set[SubtaskId] = set()             # to redeploy once stopped
-        self._failovers_pending = 0
+        # failovers under way, each redeployed on its own once its tasks stopped and its
+        # back-off passed; overlapping ones are merged
+        self._failovers: List[PendingFailover] = []
         self.batch = conf.get(RUNTIME_MODE) == "BATCH"
         self.partitions: Dict[str, ResultPartitionSpec] = {
             p.partition_id: p for p in _result_partitions(execution_graph)}
@@ -352,9 +353,7 @@ class JobScheduler:
         self.restart_strategy.notify_failure(int(now))
         if self.restart_strategy.can_restart():
             backoff = self.restart_strategy.backoff_ms()
-            self._restarting |= to_restart
-            self._restart_at = max(self._restart_at or 0, now + backoff)
-            self._failovers_pending += 1
+            self._add_failover(PendingFailover(set(to_restart), now + backoff))
             if self._restarting >= set(deployed):
                 self.status = JobStatus.RESTARTING
             log.warning("flowray: job %r: %s; restarting %d of %d tasks in %d ms (%s)",
@@ -407,19 +406,36 @@ class JobScheduler:
             self.status = JobStatus.CANCELED
             self._finish()
 
+    @property
+    def _restarting(self) -> Set[SubtaskId]:
+        """Every task of a failover under way (stopping, or waiting for its back-off)."""
+        return set().union(*(f.tasks for f in self._failovers))
+
+    def _add_failover(self, failover: "PendingFailover") -> None:
+        """A failover sharing tasks with ones under way is merged with them: the merged
+        one waits for the latest back-off and counts every failover it holds."""
+        keep: List[PendingFailover] = []
+        for other in self._failovers:
+            if other.tasks & failover.tasks:
+                failover = failover.merged(other)
+            else:
+                keep.append(other)
+        self._failovers = keep + [failover]
+
     def _maybe_redeploy(self) -> None:
-        """Once every task to restart has stopped and the back-off has passed."""
-        if any(self.states[s] is TaskState.RUNNING for s in self._restarting):
+        """Redeploy each failover whose tasks have all stopped and whose back-off has
+        passed; the others (other regions) go on waiting."""
+        now = self.clock.monotonic_ms()
+        ready = [f for f in self._failovers if now >= f.restart_at and not any(
+            self.states[s] is TaskState.RUNNING for s in f.tasks)]
+        if not ready:
             return
-        if self.clock.monotonic_ms() < (self._restart_at or 0):
-            return
-        for s in self._restarting:
-            self.states[s] = TaskState.CREATED
-        self._created |= self._restarting
-        self._restarting = set()
-        self._restart_at = None
-        self.restarts += self._failovers_pending  # each failover counts once
-        self._failovers_pending = 0
+        for f in ready:
+            self._failovers.remove(f)
+            for s in f.tasks:
+                self.states[s] = TaskState.CREATED
+            self._created |= f.tasks
+            self.restarts += f.count  # each failover counts once
         self._schedule()
 
     def _release_consumed(self, subtask: SubtaskId) -> None:
@@ -544,6 +560,21 @@ def root_cause(failures: List[TaskFailure]) -> Optional[TaskFailure]:
         if f.user_code or f.cause_type not in _CONSEQUENTIAL:
             return f
     return failures[0] if failures else None
+
+
+@dataclass
+class PendingFailover:
+    """Tasks to redeploy once they have all stopped and ``restart_at`` (monotonic ms) has
+    passed; ``count``: the failovers it stands for (merged ones count each)."""
+
+    tasks: Set[SubtaskId]
+    restart_at: float
+    count: int = 1
+
+    def merged(self, other: "PendingFailover") -> "PendingFailover":
+        return PendingFailover(self.tasks | other.tasks,
+                               max(self.restart_at, other.restart_at),
+                               self.count + other.count)
 
 
 def _lost_failure(subtask: SubtaskId, reason: str) -> TaskFailure:

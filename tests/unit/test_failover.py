@@ -448,6 +448,9 @@ def test_full_and_region_on_the_same_graph():
 
 
 def test_unknown_failed_vertex_is_an_error():
+    """
+    (a)          and (b) is no vertex of it
+    """
     t, _ = build("a", [])
     with pytest.raises(ValueError, match="not a vertex"):
         RestartPipelinedRegionFailoverStrategy(t).get_tasks_needing_restart("b")
@@ -511,12 +514,20 @@ def test_any_hashable_vertices_through_the_abstract_topology():
 
 
 def test_an_unknown_partition_type_is_rejected():
+    """
+    (a) --?--> (b)      ("hybrid" is neither pipelined nor blocking)
+    """
     t = TupleTopology({1: ("a", ["b"], "hybrid")})
     with pytest.raises(ValueError, match="'hybrid'"):
         compute_pipelined_regions(t)
 
 
 def test_testing_topology_builder():
+    """
+    (v1) --|--> (x)
+          \
+           `-|--> (y)   one blocking partition, two consumers; (y) not scheduled
+    """
     t = TestingTopology()
     assert t.add_vertex() == "v1"
     assert t.add_vertex("x") == "x"
@@ -543,6 +554,9 @@ def test_testing_topology_builder():
 # -- configuration ----------------------------------------------------------------------
 
 def test_failover_strategy_from_config():
+    """
+    (a) --|--> (b)
+    """
     t, (p,) = build("a b", [("a", "b", B)])
     assert isinstance(failover_strategy_from_config(None, t),
                       RestartPipelinedRegionFailoverStrategy)

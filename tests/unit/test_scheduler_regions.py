@@ -19,7 +19,7 @@ from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.executor import prepare_job
 from flowray.runtime.graph import build_job_graph, build_stream_graph, mark_blocking_exchanges
 from flowray.runtime.testing import RecordingDeployer
-from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
+from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, PendingFailover, TaskDeployer
 from flowray.runtime.stream_task import StreamTask, TaskFailure, TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource
 from flowray.state.snapshot import (
@@ -144,7 +144,11 @@ def _first(t):
 
 
 # ---------------------------------------------------------------------------------------
-# STREAMING: three independent pipelines source -> map -> sink (forward edges only)
+# STREAMING: three independent pipelines (forward edges only), one region each
+#
+#     src0 -> map0 -> sink0        PIPE[0]
+#     src1 -> map1 -> sink1        PIPE[1]
+#     src2 -> map2 -> sink2        PIPE[2]        (-> pipelined)
 # ---------------------------------------------------------------------------------------
 
 def _pipelines_graph():
@@ -457,8 +461,14 @@ def test_two_region_failures_with_two_restarts_allowed_restart_both_regions():
     assert h.deployer.cancelled() == (PIPE[0] - {MAP[0]}) | (PIPE[2] - {SINK[2]})
     h.report_cancelled()
     assert sorted(h.sched.running()) == sorted(PIPE[1])
-    h.advance_to(300 + DELAY_MS)   # both backoffs are over
-    assert sorted(h.deployer.deployed(1)) == sorted(PIPE[0] | PIPE[2])
+    # each region comes back when its own back-off is over
+    h.advance_to(DELAY_MS)
+    assert sorted(h.deployer.deployed(1)) == sorted(PIPE[0])
+    assert h.sched.restarts == 1 and sorted(h.sched.running()) == sorted(PIPE[0] | PIPE[1])
+    h.advance_to(300 + DELAY_MS - 1)
+    assert len(h.deployer.deploys) == 2
+    h.advance_to(300 + DELAY_MS)
+    assert sorted(h.deployer.deployed(2)) == sorted(PIPE[2])
     assert h.sched.restarts == 2 and h.sched.status is JobStatus.RUNNING
     assert all(h.sched.attempts[s] > 0 for s in PIPE[0] | PIPE[2])
     assert all(h.sched.attempts[s] == 0 for s in PIPE[1])
@@ -468,6 +478,34 @@ def test_two_region_failures_with_two_restarts_allowed_restart_both_regions():
     assert h.sched.status is JobStatus.FAILING
     h.report_cancelled()
     assert h.sched.status is JobStatus.FAILED and h.sched.outcome().failure is third
+
+
+def test_full_failover_twice_counts_two_restarts():
+    h = streaming(**{"jobmanager.execution.failover-strategy": "full"})
+    h.fail(MAP[0], "first")
+    h.advance(300)
+    h.report_cancelled()
+    h.advance_to(DELAY_MS - 1)
+    assert len(h.deployer.deploys) == 1
+    h.advance_to(DELAY_MS)
+    assert sorted(h.deployer.deployed(1)) == sorted(ALL)
+    h.fail(SINK[2], "second")
+    h.fail(MAP[1], "third, in tasks already restarting")   # part of the second
+    h.report_cancelled()
+    h.advance_to(2 * DELAY_MS)
+    assert sorted(h.deployer.deployed(2)) == sorted(ALL)
+    assert h.sched.restarts == 2 and h.sched.restart_strategy.failures == 2
+
+
+def test_failovers_sharing_tasks_merge_and_wait_for_the_later_back_off():
+    h = streaming()
+    sched = h.sched
+    sched._add_failover(PendingFailover(set(PIPE[0]), 100))
+    sched._add_failover(PendingFailover(set(PIPE[2]), 300))
+    sched._add_failover(PendingFailover({SRC[0], SRC[1]}, 200))  # touches PIPE[0] only
+    assert sorted((sorted(f.tasks), f.restart_at, f.count) for f in sched._failovers) == \
+        sorted([(sorted(PIPE[0] | {SRC[1]}), 200, 2), (sorted(PIPE[2]), 300, 1)])
+    assert sched._restarting == PIPE[0] | PIPE[2] | {SRC[1]}
 
 
 def test_a_failure_in_a_region_already_restarting_does_not_count_again():
@@ -482,7 +520,13 @@ def test_a_failure_in_a_region_already_restarting_does_not_count_again():
 
 
 # ---------------------------------------------------------------------------------------
-# BATCH: source (p2) -> map (p2) -> key_by [blocking] -> sum -> sink (p2)
+# BATCH: source (p2) -> map (p2) -> key_by [blocking] -> sum -> sink (p2); sum and sink
+# are chained (one vertex) unless sink_apart
+#
+#     src0 -> map0 --|--> sum0 (-> sink0)
+#                  \/
+#                  /\
+#     src1 -> map1 --|--> sum1 (-> sink1)         (-> pipelined, --|--> blocking)
 # ---------------------------------------------------------------------------------------
 
 class Batch:
@@ -834,6 +878,9 @@ def test_batch_a_partition_of_a_restarting_producer_is_not_available(tmp_path):
 # ---------------------------------------------------------------------------------------
 # BATCH, three stages: a released partition that is needed again is produced again, and
 # released again once its consumers finished (again)
+#
+#     a0 --|--> b0 --|--> c0          (every exchange all-to-all: a_i feeds b0 and b1,
+#     a1 --|--> b1 --|--> c1           b_i feeds c0 and c1; --|--> blocking)
 # ---------------------------------------------------------------------------------------
 
 def test_batch_a_released_partition_produced_again_is_released_again(tmp_path):

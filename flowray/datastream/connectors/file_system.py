@@ -12,6 +12,7 @@
 ('/tmp/out', '.txt')
 """
 
+from flowray.common.serialization import Encoder  # noqa: F401 - importable here, as in PyFlink
 from flowray.operators.file_sink import (
     FileSink,
     OutputFileConfig,
