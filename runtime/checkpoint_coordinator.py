@@ -205,19 +205,25 @@ class CheckpointCoordinator:
         return self.store.latest()
 
     def discard_orphans(self) -> int:
-        """Delete shared files no retained checkpoint references (call when no task runs,
-        e.g. when the job ends with its checkpoints retained); returns how many."""
+        """Delete what no retained checkpoint references: shared files, and ``chk-<n>``
+        folders without ``_metadata`` that are not pending (uploads of aborted checkpoints
+        whose acknowledgement never came, e.g. from a task of an attempt that failed over).
+        Call when no task runs, e.g. when the job ends with its checkpoints retained;
+        returns how many files and folders were deleted."""
         if self.storage is None:
             return 0
         try:
             orphans = orphan_shared_files(self.storage, self.registry)
+            incomplete = [c for c in self.storage.list_incomplete() if c not in self._pending]
         except Exception:  # noqa: BLE001 - cleanup only
-            log.warning("could not list shared checkpoint files of %s", self.job_id,
+            log.warning("could not list the checkpoint files of %s", self.job_id,
                         exc_info=True)
             return 0
         for path in orphans:
             self._discard_shared_file(FileHandle(path))
-        return len(orphans)
+        for cid in incomplete:
+            self._discard_dir(cid)
+        return len(orphans) + len(incomplete)
 
     # -- queries -----------------------------------------------------------------------------
     def latest_completed(self) -> Optional[CompletedCheckpoint]:

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from flowray.runtime.checkpoint_coordinator import CheckpointCoordinator, CheckpointSettings
+from flowray.runtime.checkpoint_coordinator import (CheckpointCoordinator, CheckpointFailureReason,
+                                                    CheckpointSettings)
 from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
 from flowray.runtime.checkpoints import CheckpointGateway
 from flowray.runtime.clock import ManualClock
@@ -294,7 +295,17 @@ def test_a_restarted_job_master_rebuilds_the_registry_and_drops_leftovers(job, t
 
 def test_job_end_sweeps_orphans_when_checkpoints_are_retained(job):
     job.put({i: i for i in range(100)})
-    job.checkpoint()
+    done = job.checkpoint()
     job.storage.write_file(f"{job.storage.shared_dir}/sum-0-000099.sst-deadbeef", b"lost")
-    assert job.coord.discard_orphans() == 1
+    # a task whose attempt failed over wrote into an aborted checkpoint's folder after the
+    # abort (its acknowledgement is dropped, so nobody deletes that upload)
+    aborted = job.trigger()
+    job.coord.receive_decline(SRC, aborted, CheckpointFailureReason.DECLINED, "test")
+    assert aborted not in job.coord.pending_ids()
+    job.storage.write_file(job.storage.task_state_path(aborted, SUM, "keyed"), b"late")
+    pending = job.trigger()                     # in flight: its folder is left alone
+    job.storage.write_file(job.storage.task_state_path(pending, SUM, "keyed"), b"uploading")
+    assert job.storage.list_incomplete() == [aborted, pending] and done < aborted
+    assert job.coord.discard_orphans() == 2
+    assert job.storage.list_incomplete() == [pending]
     job.check_no_orphans()
