@@ -410,9 +410,11 @@ class JobMaster(TaskDeployer):
             running = set(self.scheduler.running())
             restarts = self.scheduler.restarts
             checkpoints = self.scheduler.stats.counts().get("completed", 0)
+            # tasks no longer running count with the metrics they ended with
+            ended = [m for s, m in self.scheduler.metrics.items() if s not in running]
         refs = [a.metrics.remote() for s, a in self.actors.items() if s in running]
         try:
-            ms = ray.get(refs, timeout=5)
+            ms = ray.get(refs, timeout=5) + ended
         except (GetTimeoutError, RayActorError):
             return {}
         return {"running_s": time.monotonic() - self._started,

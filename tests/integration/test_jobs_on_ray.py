@@ -180,3 +180,28 @@ def test_print_and_collect_in_one_job(env, capsys):
     printed = sorted(line.split("> ")[1] for line in capsys.readouterr().out.splitlines()
                      if "> " in line)
     assert printed == ["10", "20", "30"]
+
+
+def test_progress_counts_the_records_of_tasks_that_already_finished(env, tmp_path):
+    """A short source finishes while a paused one still runs: the progress figures keep
+    the finished task's records (they used to drop to 0 once it stopped running)."""
+    from flowray.common import WatermarkStrategy
+    from flowray.testing import PAUSE, FaultInjector, TestingSource, wait_until
+
+    env.set_parallelism(1)
+    quick = env.from_collection(list(range(100)))
+    slow = env.from_source(TestingSource([PAUSE(30), 1], ledger_dir=str(tmp_path)),
+                           WatermarkStrategy.no_watermarks(), "slow")
+    quick.union(slow).add_sink(lambda r: None)
+    client = env.execute_async("progress")
+    injector = FaultInjector(client)
+    try:
+        # all three are deployed at once; then the quick source finishes
+        wait_until(lambda: len(injector.task_actor_names()) == 2, 60,
+                   "the quick source to finish")
+        progress = client._handle.progress()
+        assert progress["source_records"] == 100 and progress["records_in"] >= 100
+    finally:
+        client.cancel()
+        with pytest.raises(JobExecutionError):
+            client.wait(timeout_s=60)
