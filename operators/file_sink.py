@@ -22,7 +22,10 @@ line per record (the encoder's bytes for it) into part files directly under ``ba
   attempts left behind (written after their last checkpoint) are deleted: every file of
   the attempts whose transactions were restored, and, when this subtask restored exactly
   its own earlier state (unchanged parallelism), every in-progress file of this sink and
-  subtask index but for its own.
+  subtask index but for its own;
+* a restart with nothing to restore (no checkpoint had completed; attempt number above 0)
+  deletes, before its first transaction, every in-progress file of this sink and subtask
+  index that earlier attempts left (none of them can ever be committed).
 
 Readers that skip hidden files (names starting with ``.``, e.g. ``FileSource``) see every
 committed record exactly once and nothing else.
@@ -261,6 +264,8 @@ class FileSink(TwoPhaseCommitSink):
         self._counter = 0
         self._writers: Dict[str, _OpenPart] = {}
         self._recovered: List[FileSinkTransaction] = []
+        # a restart that restores nothing cleans up before its first transaction
+        self._leftovers_checked = context.attempt_number == 0
         os.makedirs(self.base_path, exist_ok=True)
 
     def _part_name(self, counter: int) -> str:
@@ -268,6 +273,9 @@ class FileSink(TwoPhaseCommitSink):
         return f"{cfg.part_prefix}-{self._token}-{self._subtask}-{counter}{cfg.part_suffix}"
 
     def begin_transaction(self) -> FileSinkTransaction:
+        if not self._leftovers_checked:
+            self._leftovers_checked = True
+            self._delete_leftovers(set(), own_subtask=True)
         return FileSinkTransaction(self._token, self._subtask)
 
     def _new_part(self, txn: FileSinkTransaction, now_ms: float) -> _OpenPart:
@@ -364,10 +372,16 @@ class FileSink(TwoPhaseCommitSink):
     def finish_recovering_state(self) -> None:
         """Delete in-progress files left by the restored attempts (see the module doc)."""
         recovered, self._recovered = self._recovered, []
+        self._leftovers_checked = True
         tokens: Set[str] = {t.token for t in recovered}
         own_state = bool(recovered) and all(t.subtask_index == self._subtask for t in recovered)
-        if not tokens:
-            return
+        if tokens:
+            self._delete_leftovers(tokens, own_state)
+
+    def _delete_leftovers(self, tokens: Set[str], own_subtask: bool) -> None:
+        """Delete the in-progress files of the attempts ``tokens`` and, if
+        ``own_subtask``, every in-progress file of this sink and subtask index but for
+        this attempt's."""
         cfg = self.output_file_config
         pattern = re.compile(
             rf"\.{re.escape(cfg.part_prefix)}-(?P<token>[0-9a-f]+)-(?P<subtask>\d+)-\d+"
@@ -381,7 +395,7 @@ class FileSink(TwoPhaseCommitSink):
             if m is None or m["token"] == self._token:
                 continue
             leftover = m["token"] in tokens or (
-                own_state and m["sink"] == self.sink_id and int(m["subtask"]) == self._subtask)
+                own_subtask and m["sink"] == self.sink_id and int(m["subtask"]) == self._subtask)
             if leftover:
                 try:
                     os.remove(os.path.join(self.base_path, name))

@@ -154,6 +154,32 @@ def test_restore_twice_from_the_same_checkpoint(tmp_path):
     assert sorted(visible(tmp_path)) == ["a", "b", "c"]
 
 
+def test_a_restart_with_nothing_to_restore_deletes_earlier_attempts_files(tmp_path):
+    """No checkpoint completed: the restarted subtask starts afresh, and the in-progress
+    files its earlier attempt left (one pre-committed, one open) can never be committed."""
+    sink, other = make_sink(tmp_path), make_sink(tmp_path)
+    first = Harness(sink)
+    first.write("a")
+    first.checkpoint(1)                        # never completes
+    first.write("b")
+    Harness(sink, subtask=1, parallelism=2).write("subtask 1's")
+    Harness(other).write("another sink's")
+    assert len(hidden(tmp_path)) == 4
+    again = Harness(sink, attempt=1)           # restored=None: starts over
+    left = hidden(tmp_path)
+    assert len(left) == 2 and all("-0-" not in n or n.endswith(other.sink_id) for n in left)
+    again.write("a", "b")
+    again.op.commit_on_end_of_input()
+    assert sorted(visible(tmp_path)) == ["a", "b"]
+
+
+def test_the_first_attempt_leaves_other_files_of_its_sink_alone(tmp_path):
+    sink = make_sink(tmp_path)
+    Harness(sink).write("earlier run, same sink id")
+    Harness(sink).write("first attempt of another job")   # attempt 0: no clean-up
+    assert len(hidden(tmp_path)) == 2
+
+
 def test_other_sinks_files_in_the_same_folder_are_left_alone(tmp_path):
     mine, other = make_sink(tmp_path), make_sink(tmp_path)
     assert mine.sink_id != other.sink_id
