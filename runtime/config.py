@@ -49,6 +49,7 @@ __all__ = [
     "ROCKSDB_LOCAL_DIR",
     "CHECKPOINTS_RETENTION",
     "CHECKPOINTS_NUM_RETAINED",
+    "MEMORY_THRESHOLD",
     "FAILOVER_STRATEGY",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
@@ -358,6 +359,16 @@ CHECKPOINTS_DIR = _option(
 CHECKPOINTS_NUM_RETAINED = _option(
     "state.checkpoints.num-retained", _parse_int, 1,
     "Completed checkpoints kept; older ones are subsumed and deleted.", check=_at_least_one)
+
+def _at_most_1mb(v: Any) -> Optional[str]:
+    return None if 0 <= v <= (1 << 20) else "must be between 0 and 1 mb"
+
+
+MEMORY_THRESHOLD = _option(
+    "state.storage.fs.memory-threshold", parse_memory_bytes, 20 << 10,
+    "Operator state (source positions, sink transactions, list state) of one operator in "
+    "one subtask up to this size is kept inline in the checkpoint's _metadata; larger state "
+    "is written to a file of its own.", check=_at_most_1mb)
 
 FAILOVER_STRATEGY = _option(
     "jobmanager.execution.failover-strategy", _parse_str, "region",

@@ -44,6 +44,7 @@ from .config import (
     CHANNEL_BATCH_SIZE,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MODE,
+    MEMORY_THRESHOLD,
     Configuration,
 )
 from .elements import (
@@ -102,6 +103,10 @@ class TaskResult:
     state: TaskState
     failure: Optional[TaskFailure] = None
     metrics: Dict[str, Any] = field(default_factory=dict)
+
+
+def _no_storage(path: str) -> bytes:
+    raise FileNotFoundError(f"{path}: no checkpoint storage configured to read it from")
 
 
 class DriverChannel:
@@ -372,7 +377,8 @@ class StreamTask:
         stores: Dict[str, OperatorStateStore] = {}
         for op in self.operators:
             previous = op_states.get(op.uid)
-            store = (OperatorStateStore.restore(previous.operator_state)
+            store = (OperatorStateStore.restore(previous.load_operator_state(
+                         storage.read_file if storage is not None else _no_storage))
                      if previous is not None else OperatorStateStore())
             stores[op.uid] = store
             op.initialize_state(StateInitializationContext(
@@ -386,7 +392,8 @@ class StreamTask:
         self.checkpointer = SubtaskCheckpointCoordinator(
             tdd.subtask, self.operators, stores, self.keyed_backend,
             self.head.uid if self.keyed_backend is not None else None,
-            lambda: self._storage, self.env.responder)
+            lambda: self._storage, self.env.responder,
+            Configuration(tdd.config).get(MEMORY_THRESHOLD))
 
     @staticmethod
     def _chain_order(plan: TaskPlan) -> List[int]:

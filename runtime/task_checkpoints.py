@@ -23,6 +23,8 @@ from .execution_graph import SubtaskId
 
 __all__ = ["CheckpointResponder", "SubtaskCheckpointCoordinator"]
 
+DEFAULT_MEMORY_THRESHOLD = 20 << 10  # state.storage.fs.memory-threshold
+
 
 class CheckpointResponder:
     """Where a task's checkpoint answers go (the job master); no-ops by default."""
@@ -46,7 +48,8 @@ class SubtaskCheckpointCoordinator:
     def __init__(self, subtask: SubtaskId, operators: List[StreamOperator],
                  operator_stores: Dict[str, Any], keyed_backend: Optional[KeyedStateBackend],
                  keyed_owner: Optional[str], storage_factory: Callable[[], Any],
-                 responder: CheckpointResponder) -> None:
+                 responder: CheckpointResponder,
+                 memory_threshold: int = DEFAULT_MEMORY_THRESHOLD) -> None:
         self.subtask = subtask
         self.operators = operators
         self.operator_stores = operator_stores
@@ -55,6 +58,7 @@ class SubtaskCheckpointCoordinator:
         self._storage_factory = storage_factory
         self._storage: Any = None
         self.responder = responder
+        self.memory_threshold = memory_threshold
         self.last_checkpoint_id = 0
         self._pool: Optional[ThreadPoolExecutor] = None
         self._futures: List[Future] = []
@@ -96,6 +100,7 @@ class SubtaskCheckpointCoordinator:
                 path = storage.task_state_path(cid, self.subtask, "keyed")
                 handle = writer.write(storage.write_file, path)
                 snapshot.operators.setdefault(self.keyed_owner, OperatorSubtaskState()).keyed = handle
+            self._offload_operator_state(cid, snapshot)
         except Exception as e:  # noqa: BLE001 - reported as a declined checkpoint
             self.responder.decline_checkpoint(self.subtask, cid, "ASYNC_FAILURE",
                                               f"{type(e).__name__}: {e}")
@@ -104,6 +109,16 @@ class SubtaskCheckpointCoordinator:
         metrics = {"sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 3),
                    "alignment_ms": round(alignment_ms, 3), "bytes": snapshot.state_size()}
         self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)
+
+    def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot) -> None:
+        """List states above the memory threshold go to files of their own (Flink's
+        ``state.storage.fs.memory-threshold``); smaller ones stay inline in the ack."""
+        for index, state in enumerate(snapshot.operators.values()):
+            if sum(e.size() for e in state.operator_state.values()) > self.memory_threshold:
+                storage = self.storage
+                state.offload_operator_state(
+                    self.memory_threshold, storage.write_file,
+                    storage.task_state_path(cid, self.subtask, f"op{index}"))
 
     def decline(self, checkpoint_id: int, reason: str, message: str = "") -> None:
         self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)

@@ -14,8 +14,9 @@ objects, so redistribution works on serialized elements.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from .key_groups import KeyGroupRange
 
@@ -26,6 +27,7 @@ __all__ = [
     "KeyedStateHandle",
     "IncrementalKeyedStateHandle",
     "OperatorSubtaskState",
+    "OperatorStateHandle",
     "TaskStateSnapshot",
 ]
 
@@ -81,15 +83,52 @@ class IncrementalKeyedStateHandle(KeyedStateHandle):
 
 
 @dataclass
+class OperatorStateHandle:
+    """A file in checkpoint storage holding one operator's list states in one subtask
+    (written when they exceed ``state.storage.fs.memory-threshold``)."""
+
+    path: str
+    size: int
+
+
+@dataclass
 class OperatorSubtaskState:
-    """State of one operator in one subtask."""
+    """State of one operator in one subtask. Its list states are either inline
+    (``operator_state``) or in a file (``operator_state_file``), never both."""
 
     operator_state: Dict[str, OperatorStateEntry] = field(default_factory=dict)
     keyed: Optional[KeyedStateHandle] = None
+    operator_state_file: Optional[OperatorStateHandle] = None
 
     def size(self) -> int:
         keyed = self.keyed.size if self.keyed is not None else 0
-        return keyed + sum(e.size() for e in self.operator_state.values())
+        inline = sum(e.size() for e in self.operator_state.values())
+        in_file = self.operator_state_file.size if self.operator_state_file else 0
+        return keyed + inline + in_file
+
+    def offload_operator_state(self, threshold: int,
+                               write: Callable[[str, bytes], int], path: str) -> bool:
+        """Move the list states to a file at ``path`` if they exceed ``threshold`` bytes;
+        True if they were moved."""
+        if not self.operator_state or \
+                sum(e.size() for e in self.operator_state.values()) <= threshold:
+            return False
+        data = pickle.dumps(self.operator_state, protocol=5)
+        self.operator_state_file = OperatorStateHandle(path, write(path, data))
+        self.operator_state = {}
+        return True
+
+    def load_operator_state(self, read: Callable[[str], bytes]
+                            ) -> Dict[str, OperatorStateEntry]:
+        """The list states, read from their file if they were written to one."""
+        if self.operator_state_file is None:
+            return self.operator_state
+        path = self.operator_state_file.path
+        try:
+            return pickle.loads(read(path))
+        except Exception as e:
+            raise ValueError(f"{path}: cannot read operator state: "
+                             f"{type(e).__name__}: {e}") from e
 
 
 @dataclass

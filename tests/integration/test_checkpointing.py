@@ -163,8 +163,10 @@ class _Numbering(MapFunction, CheckpointedFunction):
         return n
 
 
-def test_operator_state_survives_a_failure(tmp_path, target):
-    env = _env(tmp_path, target, interval_ms=50)
+@pytest.mark.parametrize("threshold", ["20 kb", "0 b"])  # "0 b": every state in a file
+def test_operator_state_survives_a_failure(tmp_path, target, threshold):
+    env = _env(tmp_path, target, interval_ms=50,
+               extra={"state.storage.fs.memory-threshold": threshold})
     items = []
     for i in range(2_000):
         if i % 200 == 0:

@@ -5,8 +5,11 @@ an asynchronous failure declines the checkpoint."""
 
 import threading
 
+import pytest
+
 from flowray.operators.base import StreamOperator
 from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
+from flowray.runtime.config import MEMORY_THRESHOLD, Configuration, ConfigurationError
 from flowray.runtime.elements import CheckpointBarrier
 from flowray.runtime.execution_graph import SubtaskId
 from flowray.runtime.task_checkpoints import CheckpointResponder, SubtaskCheckpointCoordinator
@@ -132,3 +135,33 @@ def test_decline_is_passed_on_and_advances_the_last_checkpoint_id():
     coordinator.decline(4, "CHECKPOINT_DECLINED_SUBSUMED", "newer barrier")
     assert responder.declines == [(SUBTASK, 4, "CHECKPOINT_DECLINED_SUBSUMED", "newer barrier")]
     assert coordinator.last_checkpoint_id == 4
+
+
+def test_operator_state_above_the_memory_threshold_goes_to_a_file():
+    storage = MemoryCheckpointStorage("job-1")
+    store_big, store_small = OperatorStateStore(), OperatorStateStore()
+    store_big.get_list_state("items").update(list(range(500)))
+    store_small.get_list_state("offset").update([42])
+    responder = Recording()
+    coordinator = SubtaskCheckpointCoordinator(
+        SUBTASK, [], {"big": store_big, "small": store_small}, None, None,
+        lambda: storage, responder, memory_threshold=256)
+    coordinator.checkpoint(CheckpointBarrier(3, 0), alignment_ms=0.0, input_ended=False)
+    coordinator.close()
+    (_, _, snapshot, metrics, _), = responder.acks
+    big, small = snapshot.operators["big"], snapshot.operators["small"]
+    assert big.operator_state == {} and big.operator_state_file is not None
+    assert big.operator_state_file.path == storage.task_state_path(3, SUBTASK, "op0")
+    assert small.operator_state_file is None and small.operator_state    # stays inline
+    assert metrics["bytes"] == snapshot.state_size() > big.operator_state_file.size
+    restored = OperatorStateStore.restore(big.load_operator_state(storage.read_file))
+    assert list(restored.get_list_state("items").get()) == list(range(500))
+    assert small.load_operator_state(storage.read_file) == small.operator_state
+
+
+def test_memory_threshold_config_bounds():
+    assert Configuration({}).get(MEMORY_THRESHOLD) == 20 * 1024
+    assert Configuration({"state.storage.fs.memory-threshold": "1 mb"}).get(
+        MEMORY_THRESHOLD) == 1 << 20
+    with pytest.raises(ConfigurationError, match="memory-threshold.*between 0 and 1 mb"):
+        Configuration({"state.storage.fs.memory-threshold": "2 mb"}).get(MEMORY_THRESHOLD)
