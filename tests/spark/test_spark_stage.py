@@ -18,11 +18,16 @@ RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay
 CLICKS = Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.LONG()])
 
 
-def _program(spark, tmp_path, names):
+def _batch_env(tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
         {"flowray.blocking-partitions.dir": str(tmp_path / "partitions"), **RESTART}))
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     env.set_parallelism(2)
+    return env
+
+
+def _program(spark, tmp_path, names):
+    env = _batch_env(tmp_path)
     runs = tmp_path / "producer-runs.txt"
     clicks = (env.from_collection([(f"u{i % 10}", i) for i in range(2_000)])
               .map(RecordOpens(str(runs))).name("producer"))
@@ -124,10 +129,7 @@ class _LoseBlocksAndDieOnce(MapFunction):
 
 
 def test_blocks_lost_from_the_object_store_are_read_from_the_stage(spark, tmp_path):
-    env = StreamExecutionEnvironment.get_execution_environment(Configuration(
-        {"flowray.blocking-partitions.dir": str(tmp_path / "partitions"), **RESTART}))
-    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    env.set_parallelism(2)
+    env = _batch_env(tmp_path)
     runs = tmp_path / "producer-runs.txt"
     df = (env.from_collection([(f"u{i % 10}", i) for i in range(2_000)])
           .map(RecordOpens(str(runs))).to_spark_dataframe(CLICKS))
