@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from flowray.state.backend import KeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
 
-from .functions import KEYED_STATE_METHODS, Function, RuntimeContext
+from flowray.operators.functions import KEYED_STATE_METHODS, Function, RuntimeContext
 
 __all__ = [
     "UserFunctionError",

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from .base import (
+from flowray.operators.base import (
     OneInputOperator,
     TwoInputOperator,
     adapt_function,
     close_function,
     open_function,
 )
-from .functions import ProcessFunction, TimerService
+from flowray.operators.functions import ProcessFunction, TimerService
 
 __all__ = [
     "UserFunctionOperator",

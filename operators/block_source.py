@@ -29,7 +29,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from flowray.common.types import Row
 
-from .sources import Source, SourceReader, SourceReaderContext
+from flowray.operators.sources import Source, SourceReader, SourceReaderContext
 
 __all__ = ["BlockStore", "InMemoryBlockStore", "ArrowBlockSource"]
 

@@ -63,9 +63,9 @@ from typing import Any, BinaryIO, Dict, List, Optional, Set
 
 from flowray.common.serialization import Encoder
 
-from .sinks import SinkWriterContext
-from .two_phase_commit import TwoPhaseCommitSink
-from .local_files import local_path
+from flowray.operators.sinks import SinkWriterContext
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink
+from flowray.operators.local_files import local_path
 
 __all__ = [
     "FileSink",

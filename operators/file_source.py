@@ -35,8 +35,8 @@ import codecs
 import os
 from typing import Any, BinaryIO, List, Optional, Sequence, Tuple
 
-from .sources import Boundedness, Source, SourceReader, SourceReaderContext
-from .local_files import local_path
+from flowray.operators.sources import Boundedness, Source, SourceReader, SourceReaderContext
+from flowray.operators.local_files import local_path
 
 __all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSourceReader"]
 

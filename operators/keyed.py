@@ -13,7 +13,7 @@ from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupAssigner
 
-from .base import (
+from flowray.operators.base import (
     MAX_WATERMARK,
     MIN_WATERMARK,
     OneInputOperator,
@@ -21,8 +21,8 @@ from .base import (
     close_function,
     open_function,
 )
-from .basic import UserFunctionOperator
-from .functions import KeyedProcessFunction, TimeDomain, TimerService
+from flowray.operators.basic import UserFunctionOperator
+from flowray.operators.functions import KeyedProcessFunction, TimeDomain, TimerService
 
 __all__ = [
     "InternalTimerService",

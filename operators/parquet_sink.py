@@ -29,8 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from .sinks import SinkWriterContext
-from .two_phase_commit import TwoPhaseCommitSink
+from flowray.operators.sinks import SinkWriterContext
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink
 
 __all__ = ["ParquetFilesSink", "ParquetTransaction", "SchemaMismatchError", "STAGING_DIR",
            "records_to_table"]

@@ -7,7 +7,7 @@ import abc
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from .base import StreamOperator, adapt_function, close_function, open_function
+from flowray.operators.base import StreamOperator, adapt_function, close_function, open_function
 
 __all__ = [
     "SinkWriterContext",

@@ -20,7 +20,7 @@ from typing import Any, List, Optional, Sequence
 
 from flowray.state.descriptors import ListStateDescriptor
 
-from .base import StateInitializationContext, StateSnapshotContext, StreamOperator
+from flowray.operators.base import StateInitializationContext, StateSnapshotContext, StreamOperator
 
 _READER_STATE = "source-reader-state"
 

@@ -56,7 +56,13 @@ from typing import Any, List, Optional, Sequence
 
 from flowray.runtime.clock import Clock, SystemClock
 
-from .sources import Boundedness, Source, SourceReader, SourceReaderContext, _split
+from flowray.operators.sources import (
+    Boundedness,
+    Source,
+    SourceReader,
+    SourceReaderContext,
+    _split,
+)
 
 __all__ = [
     "TestingSource",

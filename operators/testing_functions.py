@@ -17,8 +17,8 @@ import os
 import shutil
 from typing import Any, Dict, List, Optional, TextIO
 
-from .functions import MapFunction
-from .testing import TestingFailure
+from flowray.operators.functions import MapFunction
+from flowray.operators.testing import TestingFailure
 
 __all__ = ["RecordOpens", "DieOnceOnOpen", "CountRecords", "FailOnce"]
 

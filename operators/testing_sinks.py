@@ -39,8 +39,8 @@ from typing import Any, Dict, List
 
 import cloudpickle
 
-from .sinks import SinkWriterContext
-from .two_phase_commit import TwoPhaseCommitSink
+from flowray.operators.sinks import SinkWriterContext
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink
 
 __all__ = ["TransactionalTestingSink"]
 

@@ -84,8 +84,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.state.descriptors import ListStateDescriptor
 
-from .base import StateInitializationContext, StateSnapshotContext, StreamOperator
-from .sinks import SinkWriterContext
+from flowray.operators.base import StateInitializationContext, StateSnapshotContext, StreamOperator
+from flowray.operators.sinks import SinkWriterContext
 
 __all__ = ["TwoPhaseCommitSink", "TwoPhaseCommitSinkOperator", "TWO_PHASE_COMMIT_STATE"]
 

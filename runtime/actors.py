@@ -20,24 +20,35 @@ import cloudpickle
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from .channels import ChannelReader, ChannelWriter, InputGate
-from .client import (DriverConnections, DriverEndpoint, JobClient, JobHandle, JobOutcome,
-                     JobStatus)
-from .clock import SystemClock
-from .cluster import NAMESPACE, ensure_ray
-from .checkpoint_storage import checkpoint_storage_from_config
-from .checkpoints import CheckpointSettings
-from .config import (CHANNEL_CREDITS, DEPLOY_TIMEOUT, JOB_MASTER_MAX_RESTARTS,
-                     PROGRESS_INTERVAL, Configuration)
-from .execution_graph import SubtaskId, TaskDeploymentDescriptor
-from .executor import JobExecutor, PreparedJob
-from .scheduler import JobScheduler, TaskDeployer
-from .stream_task import StreamTask, TaskEnvironment, TaskFailure, TaskResult
-from .task_checkpoints import CheckpointResponder
-from .channels import InProcessChannel, InProcessGate, frame_sequence_number
-from .config import CHANNEL_TRANSPORT
-from .transport_ray import RayChannelWriter
-from .transport_socket import SocketInputGate, SocketListener, connect_channel
+from flowray.runtime.channels import ChannelReader, ChannelWriter, InputGate
+from flowray.runtime.client import (
+    DriverConnections,
+    DriverEndpoint,
+    JobClient,
+    JobHandle,
+    JobOutcome,
+    JobStatus,
+)
+from flowray.runtime.clock import SystemClock
+from flowray.runtime.cluster import NAMESPACE, ensure_ray
+from flowray.runtime.checkpoint_storage import checkpoint_storage_from_config
+from flowray.runtime.checkpoints import CheckpointSettings
+from flowray.runtime.config import (
+    CHANNEL_CREDITS,
+    DEPLOY_TIMEOUT,
+    JOB_MASTER_MAX_RESTARTS,
+    PROGRESS_INTERVAL,
+    Configuration,
+)
+from flowray.runtime.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.executor import JobExecutor, PreparedJob
+from flowray.runtime.scheduler import JobScheduler, TaskDeployer
+from flowray.runtime.stream_task import StreamTask, TaskEnvironment, TaskFailure, TaskResult
+from flowray.runtime.task_checkpoints import CheckpointResponder
+from flowray.runtime.channels import InProcessChannel, InProcessGate, frame_sequence_number
+from flowray.runtime.config import CHANNEL_TRANSPORT
+from flowray.runtime.transport_ray import RayChannelWriter
+from flowray.runtime.transport_socket import SocketInputGate, SocketListener, connect_channel
 
 __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
 
@@ -455,7 +466,7 @@ class _RayJobHandle(JobHandle):
         try:
             self._outcome = ray.get(self.ref)
         except (RayActorError, RayTaskError) as e:
-            from .stream_task import TaskFailure
+            from flowray.runtime.stream_task import TaskFailure
             self._outcome = JobOutcome(self.job_id, self.job_name, JobStatus.FAILED, 0.0,
                                        TaskFailure("JobMaster", None, type(e).__name__, str(e),
                                                    str(e), False))

@@ -36,17 +36,21 @@ from flowray.operators.sources import CollectionSource, Source, SourceOperator
 from flowray.state.backends import StateBackend
 from flowray.operators.two_phase_commit import TwoPhaseCommitSink, TwoPhaseCommitSinkOperator
 
-from .checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategyConfiguration
-from .client import CollectIterator, JobClient, JobExecutionResult
-from .config import (
+from flowray.runtime.checkpoint_config import (
+    CheckpointConfig,
+    CheckpointingMode,
+    RestartStrategyConfiguration,
+)
+from flowray.runtime.client import CollectIterator, JobClient, JobExecutionResult
+from flowray.runtime.config import (
     EXECUTION_TARGET,
     MAX_PARALLELISM,
     PARALLELISM,
     PIPELINE_NAME,
     Configuration,
 )
-from .executor import JobExecutor, PreparedJob, prepare_job
-from .graph import (
+from flowray.runtime.executor import JobExecutor, PreparedJob, prepare_job
+from flowray.runtime.graph import (
     ChainingStrategy,
     GraphError,
     OperatorTransformation,
@@ -56,7 +60,7 @@ from .graph import (
     build_job_graph,
     build_stream_graph,
 )
-from .partitioners import (
+from flowray.runtime.partitioners import (
     BroadcastPartitioner,
     ForwardPartitioner,
     GlobalPartitioner,
@@ -224,7 +228,7 @@ class StreamExecutionEnvironment:
         (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration)."""
         from flowray.spark import get_or_create_spark
 
-        from .spark_bridge import spark_source
+        from flowray.runtime.spark_bridge import spark_source
         spark = (get_or_create_spark(self._config) if isinstance(dataframe_or_table, str)
                  else getattr(dataframe_or_table, "sparkSession", None))
         if spark is None:
@@ -233,7 +237,7 @@ class StreamExecutionEnvironment:
         if self._spark_stages and not isinstance(dataframe_or_table, str):
             # may depend on a to_spark_dataframe stage of this program: converted when
             # execute() gets there
-            from .spark_stages import DeferredSparkSource
+            from flowray.runtime.spark_stages import DeferredSparkSource
             deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame")
             stream = self.from_source(deferred, source_name=deferred.default_name)
             self._deferred_spark_sources[stream._t.id] = deferred
@@ -254,9 +258,9 @@ class StreamExecutionEnvironment:
         if self._executor is not None:
             return self._executor
         if self._config.get(EXECUTION_TARGET) == "local":
-            from .local_executor import LocalExecutor
+            from flowray.runtime.local_executor import LocalExecutor
             return LocalExecutor()
-        from .actors import RayExecutor  # imports ray only when a job runs on Ray
+        from flowray.runtime.actors import RayExecutor  # imports ray only when a job runs on Ray
         return RayExecutor()
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
@@ -269,7 +273,7 @@ class StreamExecutionEnvironment:
         self._transformations.clear()
         self._spark_stages, self._deferred_spark_sources = [], {}
         if deferred:
-            from .spark_stages import split_program
+            from flowray.runtime.spark_stages import split_program
             first, second = split_program(transformations, set(deferred))
             name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
             self._run_spark_stage(first, stages, list(deferred.values()), name)
@@ -294,7 +298,7 @@ class StreamExecutionEnvironment:
         runs again (once)."""
         from flowray.spark import get_or_create_spark
 
-        from . import spark_stages
+        from flowray.runtime import spark_stages
         for attempt in range(2):
             if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
                 for stage in stages:
@@ -471,8 +475,8 @@ class DataStream:
         from flowray.operators.parquet_sink import ParquetFilesSink
         from flowray.spark import get_or_create_spark
 
-        from .config import BLOCKING_PARTITIONS_DIR
-        from .spark_stages import SparkStage, lazy_parquet_dataframe
+        from flowray.runtime.config import BLOCKING_PARTITIONS_DIR
+        from flowray.runtime.spark_stages import SparkStage, lazy_parquet_dataframe
         if output_type is None:
             raise TypeError("to_spark_dataframe needs output_type (e.g. Types.ROW_NAMED(...)): "
                             "Spark needs the schema before the data exists")

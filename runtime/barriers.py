@@ -42,8 +42,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple, Type, Union
 
-from .clock import Clock
-from .elements import CheckpointBarrier
+from flowray.runtime.clock import Clock
+from flowray.runtime.elements import CheckpointBarrier
 
 __all__ = [
     "AbortReason",

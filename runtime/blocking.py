@@ -65,7 +65,7 @@ import shutil
 import time
 from typing import IO, Iterable, List, Optional, Sequence, Union
 
-from .channels import (
+from flowray.runtime.channels import (
     HEADER,
     ChannelClosedError,
     ChannelError,
@@ -77,7 +77,7 @@ from .channels import (
     decode_frame,
     encode_frame,
 )
-from .elements import EndOfPartition, Frame, RecordBatch
+from flowray.runtime.elements import EndOfPartition, Frame, RecordBatch
 
 __all__ = [
     "PartitionNotFoundError",

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from .elements import (
+from flowray.runtime.elements import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,

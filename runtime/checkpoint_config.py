@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Dict, Optional
 
-from .config import (
+from flowray.runtime.config import (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MAX_CONCURRENT,
     CHECKPOINTING_MIN_PAUSE,

@@ -57,8 +57,8 @@ from typing import (Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Mappi
 
 from flowray.state.snapshot import TaskStateSnapshot
 
-from .checkpoint_stats import CheckpointStatsTracker
-from .checkpoints import (
+from flowray.runtime.checkpoint_stats import CheckpointStatsTracker
+from flowray.runtime.checkpoints import (
     AckResult,
     CheckpointFailureManager,
     CheckpointFailureReason,
@@ -73,12 +73,16 @@ from .checkpoints import (
     compute_checkpoint_plan,
     notify_nobody,
 )
-from .checkpoint_storage import CheckpointStorage
-from .shared_registry import FileHandle, SharedStateRegistry
-from .shared_state import (orphan_shared_files, rebuild_registry, register_shared_state,
-                           unreferenced_files)
-from .clock import Clock
-from .execution_graph import SubtaskId
+from flowray.runtime.checkpoint_storage import CheckpointStorage
+from flowray.runtime.shared_registry import FileHandle, SharedStateRegistry
+from flowray.runtime.shared_state import (
+    orphan_shared_files,
+    rebuild_registry,
+    register_shared_state,
+    unreferenced_files,
+)
+from flowray.runtime.clock import Clock
+from flowray.runtime.execution_graph import SubtaskId
 
 __all__ = [
     "CheckpointFailureReason",

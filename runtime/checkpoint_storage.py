@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 import cloudpickle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .checkpoint_coordinator import CompletedCheckpoint
-    from .config import Configuration
-    from .execution_graph import SubtaskId
+    from flowray.runtime.checkpoint_coordinator import CompletedCheckpoint
+    from flowray.runtime.config import Configuration
+    from flowray.runtime.execution_graph import SubtaskId
 
 __all__ = [
     "METADATA_FILE",
@@ -426,7 +426,7 @@ def checkpoint_storage_from_config(config: "Union[Configuration, Mapping[str, An
                                    job_id: str) -> CheckpointStorage:
     """:class:`FsCheckpointStorage` at ``state.checkpoints.dir``, or at
     ``./flowray-checkpoints`` under the current working directory (resolved now)."""
-    from .config import CHECKPOINTS_DIR, Configuration
+    from flowray.runtime.config import CHECKPOINTS_DIR, Configuration
 
     if config is None:
         config = Configuration()

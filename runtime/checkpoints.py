@@ -25,7 +25,7 @@ from typing import (Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Mappi
 
 from flowray.state.snapshot import TaskStateSnapshot
 
-from .execution_graph import SubtaskId
+from flowray.runtime.execution_graph import SubtaskId
 
 __all__ = [
     "CheckpointFailureReason",
@@ -184,10 +184,16 @@ class CheckpointSettings:
     @staticmethod
     def from_config(config: Any) -> "CheckpointSettings":
         """From a :class:`~flowray.runtime.config.Configuration` or a dict of keys."""
-        from .config import (CHECKPOINTING_INTERVAL, CHECKPOINTING_MAX_CONCURRENT,
-                             CHECKPOINTING_MIN_PAUSE, CHECKPOINTING_MODE,
-                             CHECKPOINTING_TIMEOUT, CHECKPOINTING_TOLERABLE_FAILURES,
-                             CHECKPOINTS_NUM_RETAINED, Configuration)
+        from flowray.runtime.config import (
+            CHECKPOINTING_INTERVAL,
+            CHECKPOINTING_MAX_CONCURRENT,
+            CHECKPOINTING_MIN_PAUSE,
+            CHECKPOINTING_MODE,
+            CHECKPOINTING_TIMEOUT,
+            CHECKPOINTING_TOLERABLE_FAILURES,
+            CHECKPOINTS_NUM_RETAINED,
+            Configuration,
+        )
 
         if config is None:
             config = Configuration()

@@ -11,15 +11,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from .checkpoint_stats import format_checkpoint_table
-from .channels import ChannelClosedError, ChannelReader, InputGate
-from .elements import EndOfPartition, RecordBatch
-from .stream_task import TaskFailure
+from flowray.runtime.checkpoint_stats import format_checkpoint_table
+from flowray.runtime.channels import ChannelClosedError, ChannelReader, InputGate
+from flowray.runtime.elements import EndOfPartition, RecordBatch
+from flowray.runtime.stream_task import TaskFailure
 
 __all__ = ["JobStatus", "JobOutcome", "JobExecutionResult", "JobExecutionError", "JobClient",
            "JobHandle", "DriverEndpoint", "DriverConnections", "CollectIterator"]
 
-from .logs import get_logger
+from flowray.runtime.logs import get_logger
 
 SUMMARY_CHECKPOINTS = 5  # checkpoints listed in the log when a job ends
 

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Optional
 
-from .config import RAY_ADDRESS, Configuration
+from flowray.runtime.config import RAY_ADDRESS, Configuration
 
 __all__ = ["ensure_ray", "NAMESPACE"]
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 
-from .graph import JobEdge, JobGraph, JobVertex
+from flowray.runtime.graph import JobEdge, JobGraph, JobVertex
 
 __all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "ResultPartitionSpec",
            "TaskDeploymentDescriptor", "ExecutionGraph", "channel_id"]

@@ -12,17 +12,17 @@ from typing import Any, Dict, List, Tuple
 
 from flowray.operators.sinks import DriverSinkOperator
 
-from .client import JobClient
-from .config import (
+from flowray.runtime.client import JobClient
+from flowray.runtime.config import (
     BLOCKING_PARTITIONS_DIR,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTS_DIR,
     RUNTIME_MODE,
     Configuration,
 )
-from .execution_graph import ExecutionGraph, SubtaskId
-from .graph import JobGraph, mark_blocking_exchanges
-from .serialization import dumps_checked, register_user_modules
+from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
+from flowray.runtime.graph import JobGraph, mark_blocking_exchanges
+from flowray.runtime.serialization import dumps_checked, register_user_modules
 
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
 

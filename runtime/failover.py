@@ -66,7 +66,7 @@ from typing import (
     Union,
 )
 
-from .config import FAILOVER_STRATEGY, Configuration, ConfigurationError
+from flowray.runtime.config import FAILOVER_STRATEGY, Configuration, ConfigurationError
 
 __all__ = [
     "PIPELINED",

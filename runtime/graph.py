@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from flowray.operators.base import StreamOperator
 from flowray.operators.sources import SourceOperator
 
-from .partitioners import (
+from flowray.runtime.partitioners import (
     ForwardPartitioner,
     KeyGroupStreamPartitioner,
     RebalancePartitioner,

@@ -11,15 +11,28 @@ import queue
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .channels import ChannelReader, ChannelWriter, InProcessChannel, InProcessGate, InputGate
-from .client import DriverConnections, DriverEndpoint, JobClient, JobHandle, JobOutcome, JobStatus
-from .clock import Clock, SystemClock
-from .config import CHANNEL_CREDITS, PROGRESS_INTERVAL, Configuration
-from .execution_graph import SubtaskId, TaskDeploymentDescriptor
-from .executor import JobExecutor, PreparedJob
-from .scheduler import JobScheduler, TaskDeployer
-from .stream_task import StreamTask, TaskEnvironment
-from .task_checkpoints import CheckpointResponder
+from flowray.runtime.channels import (
+    ChannelReader,
+    ChannelWriter,
+    InProcessChannel,
+    InProcessGate,
+    InputGate,
+)
+from flowray.runtime.client import (
+    DriverConnections,
+    DriverEndpoint,
+    JobClient,
+    JobHandle,
+    JobOutcome,
+    JobStatus,
+)
+from flowray.runtime.clock import Clock, SystemClock
+from flowray.runtime.config import CHANNEL_CREDITS, PROGRESS_INTERVAL, Configuration
+from flowray.runtime.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.executor import JobExecutor, PreparedJob
+from flowray.runtime.scheduler import JobScheduler, TaskDeployer
+from flowray.runtime.stream_task import StreamTask, TaskEnvironment
+from flowray.runtime.task_checkpoints import CheckpointResponder
 
 __all__ = ["LocalExecutor"]
 

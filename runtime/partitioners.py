@@ -10,8 +10,8 @@ import random
 from typing import Any, Callable, List, Optional, Sequence
 
 from flowray.state.key_groups import KeyGroupAssigner, compute_operator_index_for_key_group
-from .channels import ChannelWriter
-from .elements import Frame, RecordBatch
+from flowray.runtime.channels import ChannelWriter
+from flowray.runtime.elements import Frame, RecordBatch
 
 __all__ = [
     "StreamPartitioner",

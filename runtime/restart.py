@@ -28,7 +28,7 @@ import math
 import random
 from typing import Any, Deque, Mapping, Optional, Union
 
-from .config import (
+from flowray.runtime.config import (
     CHECKPOINTING_INTERVAL,
     EXP_DELAY_ATTEMPTS_BEFORE_RESET,
     EXP_DELAY_INITIAL_BACKOFF,

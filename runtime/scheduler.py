@@ -25,22 +25,39 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from flowray.state.snapshot import TaskStateSnapshot
 
-from .checkpoint_coordinator import (
+from flowray.runtime.checkpoint_coordinator import (
     CheckpointCoordinator,
     CheckpointFailureReason,
     CheckpointGateway,
     CheckpointSettings,
 )
-from .checkpoint_stats import CheckpointStatsTracker
-from .checkpoint_storage import JOB_FILE, CheckpointStorage, checkpoint_storage_from_config
-from .client import JobOutcome, JobStatus
-from .clock import Clock
-from .blocking import BlockingPartitionStore
-from .config import BLOCKING_PARTITIONS_DIR, CHECKPOINTS_RETENTION, RUNTIME_MODE, Configuration
-from .execution_graph import ResultPartitionSpec, SubtaskId, TaskDeploymentDescriptor
-from .failover import FailoverTopology, compute_pipelined_regions, failover_strategy_from_config
-from .restart import RestartStrategy, restart_strategy_from_config
-from .stream_task import TaskFailure, TaskResult, TaskState
+from flowray.runtime.checkpoint_stats import CheckpointStatsTracker
+from flowray.runtime.checkpoint_storage import (
+    JOB_FILE,
+    CheckpointStorage,
+    checkpoint_storage_from_config,
+)
+from flowray.runtime.client import JobOutcome, JobStatus
+from flowray.runtime.clock import Clock
+from flowray.runtime.blocking import BlockingPartitionStore
+from flowray.runtime.config import (
+    BLOCKING_PARTITIONS_DIR,
+    CHECKPOINTS_RETENTION,
+    RUNTIME_MODE,
+    Configuration,
+)
+from flowray.runtime.execution_graph import (
+    ResultPartitionSpec,
+    SubtaskId,
+    TaskDeploymentDescriptor,
+)
+from flowray.runtime.failover import (
+    FailoverTopology,
+    compute_pipelined_regions,
+    failover_strategy_from_config,
+)
+from flowray.runtime.restart import RestartStrategy, restart_strategy_from_config
+from flowray.runtime.stream_task import TaskFailure, TaskResult, TaskState
 
 __all__ = ["TaskDeployer", "JobScheduler", "PendingFailover", "root_cause"]
 

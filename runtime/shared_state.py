@@ -36,8 +36,13 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Tuple
 
 from flowray.state.snapshot import IncrementalKeyedStateHandle, TaskStateSnapshot
 
-from .checkpoint_storage import CheckpointStorage
-from .shared_registry import FileHandle, SharedStateKey, SharedStateRegistry, shared_state_key
+from flowray.runtime.checkpoint_storage import CheckpointStorage
+from flowray.runtime.shared_registry import (
+    FileHandle,
+    SharedStateKey,
+    SharedStateRegistry,
+    shared_state_key,
+)
 
 __all__ = [
     "incremental_handles",

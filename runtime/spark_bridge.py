@@ -18,7 +18,7 @@ from ray.exceptions import RayError
 
 from flowray.operators.block_source import ArrowBlockSource, BlockStore
 
-from .cluster import NAMESPACE
+from flowray.runtime.cluster import NAMESPACE
 
 __all__ = ["SparkTableNotFoundError", "RayBlockStore", "spark_source", "dataframe_blocks",
            "release_all_blocks"]

@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
-from .config import (
+from flowray.runtime.config import (
     SPARK_APP_NAME,
     SPARK_ENABLE_HIVE,
     SPARK_EXECUTOR_CORES,
@@ -218,7 +218,7 @@ class SparkSessionManager:
     def _start(self, settings: SparkSettings, config: Any) -> Any:
         import raydp
 
-        from .cluster import ensure_ray
+        from flowray.runtime.cluster import ensure_ray
 
         ensure_ray(config if isinstance(config, Configuration) else Configuration(config or {}))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

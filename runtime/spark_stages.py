@@ -69,7 +69,7 @@ class DeferredSparkSource(ArrowBlockSource):
     def convert(self, spark: Any, durable_dir: Optional[str] = None) -> None:
         """Convert now (the stage has run); ``durable_dir``: keep a copy of the blocks
         there, read if the object store loses them."""
-        from .spark_bridge import dataframe_blocks
+        from flowray.runtime.spark_bridge import dataframe_blocks
         self.store = dataframe_blocks(spark, self.dataframe, durable_dir)
 
 

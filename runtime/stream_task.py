@@ -33,12 +33,17 @@ from flowray.state.backends import create_keyed_backend
 from flowray.state.operator_state import OperatorStateStore
 from flowray.state.snapshot import TaskStateSnapshot
 
-from .blocking import BlockingPartitionStore, MixedInputGate, PartitionNotFoundError
-from .barriers import AbortCheckpoint, BarrierHandler, TriggerCheckpoint, create_barrier_handler
-from .channels import ChannelReader, ChannelWriter, InputGate
-from .checkpoint_storage import checkpoint_storage_from_config
-from .clock import Clock, SystemClock
-from .config import (
+from flowray.runtime.blocking import BlockingPartitionStore, MixedInputGate, PartitionNotFoundError
+from flowray.runtime.barriers import (
+    AbortCheckpoint,
+    BarrierHandler,
+    TriggerCheckpoint,
+    create_barrier_handler,
+)
+from flowray.runtime.channels import ChannelReader, ChannelWriter, InputGate
+from flowray.runtime.checkpoint_storage import checkpoint_storage_from_config
+from flowray.runtime.clock import Clock, SystemClock
+from flowray.runtime.config import (
     BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
     CHANNEL_BATCH_SIZE,
@@ -47,7 +52,7 @@ from .config import (
     MEMORY_THRESHOLD,
     Configuration,
 )
-from .elements import (
+from flowray.runtime.elements import (
     MAX_WATERMARK,
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -55,11 +60,11 @@ from .elements import (
     RecordBatch,
     Watermark,
 )
-from .execution_graph import SubtaskId, TaskDeploymentDescriptor
-from .graph import TaskPlan
-from .partitioners import KeySelectorError, RecordWriter
-from .task_checkpoints import CheckpointResponder, SubtaskCheckpointCoordinator
-from .watermarks import WatermarkValve
+from flowray.runtime.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.graph import TaskPlan
+from flowray.runtime.partitioners import KeySelectorError, RecordWriter
+from flowray.runtime.task_checkpoints import CheckpointResponder, SubtaskCheckpointCoordinator
+from flowray.runtime.watermarks import WatermarkValve
 
 __all__ = ["TaskState", "TaskFailure", "TaskResult", "TaskEnvironment", "StreamTask",
            "TaskCancelled", "DriverChannel"]

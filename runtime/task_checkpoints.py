@@ -18,8 +18,8 @@ from flowray.operators.base import StateSnapshotContext, StreamOperator
 from flowray.state.backend import KeyedStateBackend
 from flowray.state.snapshot import OperatorSubtaskState, TaskStateSnapshot
 
-from .elements import CheckpointBarrier
-from .execution_graph import SubtaskId
+from flowray.runtime.elements import CheckpointBarrier
+from flowray.runtime.execution_graph import SubtaskId
 
 __all__ = ["CheckpointResponder", "SubtaskCheckpointCoordinator"]
 

@@ -14,9 +14,9 @@ import random
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from .client import JobClient, JobStatus
-from .failover import RESULT_TYPES, FailoverTopology
-from .scheduler import TaskDeployer
+from flowray.runtime.client import JobClient, JobStatus
+from flowray.runtime.failover import RESULT_TYPES, FailoverTopology
+from flowray.runtime.scheduler import TaskDeployer
 
 __all__ = ["RecordingDeployer", "FaultInjector", "wait_until", "TestingTopology"]
 
@@ -46,7 +46,7 @@ class FaultInjector:
     def kill(self, subtask_key: str) -> str:
         import ray
 
-        from .cluster import NAMESPACE
+        from flowray.runtime.cluster import NAMESPACE
         name = self.task_actor_names()[subtask_key]
         ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
         self.killed.append(name)

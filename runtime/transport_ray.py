@@ -13,8 +13,8 @@ from typing import Any, List
 
 import ray
 
-from .channels import ChannelClosedError, ChannelStats, ChannelWriter, encode_frame
-from .elements import Frame, RecordBatch
+from flowray.runtime.channels import ChannelClosedError, ChannelStats, ChannelWriter, encode_frame
+from flowray.runtime.elements import Frame, RecordBatch
 
 __all__ = ["RayChannelWriter"]
 

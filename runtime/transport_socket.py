@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
-from .channels import (
+from flowray.runtime.channels import (
     HEADER,
     ChannelClosedError,
     ChannelError,
@@ -30,7 +30,7 @@ from .channels import (
     decode_frame,
     encode_frame,
 )
-from .elements import EndOfPartition, Frame, RecordBatch
+from flowray.runtime.elements import EndOfPartition, Frame, RecordBatch
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
            "connect_channel"]

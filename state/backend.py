@@ -9,8 +9,8 @@ from __future__ import annotations
 import abc
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
-from .descriptors import StateDescriptor
-from .key_groups import KeyGroupRange
+from flowray.state.descriptors import StateDescriptor
+from flowray.state.key_groups import KeyGroupRange
 
 __all__ = [
     "State",

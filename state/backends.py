@@ -16,9 +16,9 @@ import shutil
 import tempfile
 from typing import Any, Dict, Mapping, Optional
 
-from .backend import KeyedStateBackend
-from .heap import HeapKeyedStateBackend
-from .key_groups import KeyGroupRange
+from flowray.state.backend import KeyedStateBackend
+from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupRange
 
 __all__ = ["create_keyed_backend", "StateBackend", "HashMapStateBackend",
            "EmbeddedRocksDBStateBackend"]
@@ -34,7 +34,7 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     conf = Configuration(dict(config))
     if conf.get(STATE_BACKEND_TYPE) == "hashmap":
         return HeapKeyedStateBackend(key_group_range, max_parallelism)
-    from .rocksdb import RocksDBKeyedStateBackend
+    from flowray.state.rocksdb import RocksDBKeyedStateBackend
     root = conf.get(ROCKSDB_LOCAL_DIR) or tempfile.gettempdir()
     safe = subtask_key.replace(":", "-").replace("/", "_")
     job_dir = os.path.join(root, "flowray-rocksdb", job_id)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import cloudpickle
 
-from .backend import (
+from flowray.state.backend import (
     AggregatingState,
     KeyedSnapshotWriter,
     KeyedStateBackend,
@@ -29,14 +29,14 @@ from .backend import (
     StateAccessError,
     ValueState,
 )
-from .descriptors import (
+from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
     StateKind,
 )
-from .key_groups import KeyGroupAssigner, KeyGroupRange
-from .snapshot import KeyedStateHandle
+from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from flowray.state.snapshot import KeyedStateHandle
 
 __all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
 

@@ -38,9 +38,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import cloudpickle
 
-from .backend import ListState, StateAccessError
-from .descriptors import ListStateDescriptor
-from .snapshot import SPLIT_DISTRIBUTE, UNION, OperatorStateEntry
+from flowray.state.backend import ListState, StateAccessError
+from flowray.state.descriptors import ListStateDescriptor
+from flowray.state.snapshot import SPLIT_DISTRIBUTE, UNION, OperatorStateEntry
 
 __all__ = [
     "OperatorStateStore",

@@ -66,7 +66,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
-from .backend import (
+from flowray.state.backend import (
     AggregatingState,
     KeyedSnapshotWriter,
     KeyedStateBackend,
@@ -77,15 +77,15 @@ from .backend import (
     StateAccessError,
     ValueState,
 )
-from .descriptors import (
+from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
     StateKind,
 )
-from .heap import dumps_state, loads_state
-from .key_groups import UPPER_BOUND_MAX_PARALLELISM, KeyGroupAssigner, KeyGroupRange
-from .snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
+from flowray.state.heap import dumps_state, loads_state
+from flowray.state.key_groups import UPPER_BOUND_MAX_PARALLELISM, KeyGroupAssigner, KeyGroupRange
+from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 
 __all__ = [
     "RocksDBKeyedStateBackend",

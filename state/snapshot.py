@@ -18,7 +18,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from .key_groups import KeyGroupRange
+from flowray.state.key_groups import KeyGroupRange
 
 __all__ = [
     "SPLIT_DISTRIBUTE",

@@ -3,9 +3,9 @@
 from flowray.runtime.checkpoint_config import RestartStrategies
 from flowray.runtime.config import Configuration, ConfigurationError
 
-from .serialization import Encoder
-from .types import Row
-from .typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
+from flowray.common.serialization import Encoder
+from flowray.common.types import Row
+from flowray.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
 
 __all__ = ["Row", "Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
            "TupleTypeInfo", "WatermarkStrategy", "RestartStrategies", "Encoder"]

@@ -18,10 +18,10 @@ from flowray.runtime.client import (
     JobStatus,
 )
 
-from .functions import *  # noqa: F401,F403
-from .functions import __all__ as _functions_all
-from .state import *  # noqa: F401,F403
-from .state import __all__ as _state_all
+from flowray.datastream.functions import *  # noqa: F401,F403
+from flowray.datastream.functions import __all__ as _functions_all
+from flowray.datastream.state import *  # noqa: F401,F403
+from flowray.datastream.state import __all__ as _state_all
 
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
