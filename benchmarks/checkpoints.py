@@ -83,7 +83,7 @@ def main(argv: List[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     n, keys = args.records, args.keys
-    from flowray.runtime.cluster import ensure_ray
+    from flowray.runtime.execution.cluster import ensure_ray
     ensure_ray(Configuration())
     expected = expected_sums(n, keys)
     configs = [("no checkpoints", None), ("exactly-once, every 1 s", "EXACTLY_ONCE"),

@@ -106,7 +106,7 @@ def main(argv: List[str] | None = None) -> None:
     ap.add_argument("--json", default="benchmarks/results/recovery.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from flowray.runtime.cluster import ensure_ray
+    from flowray.runtime.execution.cluster import ensure_ray
     ensure_ray(Configuration())
     results: Dict[str, List[dict]] = {"region": [], "full": []}
     for _ in range(args.rounds):

@@ -38,12 +38,12 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flowray.runtime.checkpoint_storage import FsCheckpointStorage  # noqa: E402
-from flowray.runtime.execution_graph import SubtaskId  # noqa: E402
+from flowray.runtime.checkpoint.storage import FsCheckpointStorage  # noqa: E402
+from flowray.runtime.graph.execution_graph import SubtaskId  # noqa: E402
 from flowray.state.descriptors import ValueStateDescriptor  # noqa: E402
-from flowray.state.heap import HeapKeyedStateBackend  # noqa: E402
+from flowray.state.heap_backend import HeapKeyedStateBackend  # noqa: E402
 from flowray.state.key_groups import KeyGroupRange  # noqa: E402
-from flowray.state.rocksdb import RocksDBKeyedStateBackend  # noqa: E402
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend  # noqa: E402
 from flowray.state.snapshot import IncrementalKeyedStateHandle  # noqa: E402
 
 MAXP = 128
@@ -268,7 +268,7 @@ def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
     from throughput import expected_sums
 
     from flowray import Configuration
-    from flowray.runtime.cluster import ensure_ray
+    from flowray.runtime.execution.cluster import ensure_ray
 
     ensure_ray(Configuration())
     expected = expected_sums(n, keys)

@@ -13,8 +13,8 @@ from flowray.datastream import *  # noqa: F401,F403
 from flowray.datastream import __all__ as _datastream_all
 from flowray.datastream.connectors import *  # noqa: F401,F403
 from flowray.datastream.connectors import __all__ as _connectors_all
-from flowray.runtime.serialization import FunctionSerializationError
-from flowray.runtime.graph import GraphError
+from flowray.runtime.execution.serialization import FunctionSerializationError
+from flowray.runtime.graph.transformations import GraphError
 
 __version__ = "0.1.0"
 __all__ = (_common_all + _datastream_all + _connectors_all

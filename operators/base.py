@@ -15,7 +15,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from flowray.state.backend import KeyedStateBackend
+from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
 
 from flowray.operators.functions import KEYED_STATE_METHODS, Function, RuntimeContext

@@ -18,7 +18,7 @@ import abc
 import enum
 from typing import Any, Iterable, Optional
 
-from flowray.state.backend import (
+from flowray.state.keyed_backend import (
     AggregatingState,
     KeyedStateBackend,
     ListState,

@@ -10,7 +10,7 @@ import heapq
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from flowray.state.descriptors import StateKind, ValueStateDescriptor
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupAssigner
 
 from flowray.operators.base import (

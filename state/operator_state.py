@@ -38,7 +38,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import cloudpickle
 
-from flowray.state.backend import ListState, StateAccessError
+from flowray.state.keyed_backend import ListState, StateAccessError
 from flowray.state.descriptors import ListStateDescriptor
 from flowray.state.snapshot import SPLIT_DISTRIBUTE, UNION, OperatorStateEntry
 

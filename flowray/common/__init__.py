@@ -1,7 +1,7 @@
 """``flowray.common``: as ``pyflink.common`` (Configuration, Types)."""
 
-from flowray.runtime.checkpoint_config import RestartStrategies
-from flowray.runtime.config import Configuration, ConfigurationError
+from flowray.common.restart_strategy import RestartStrategies
+from flowray.common.configuration import Configuration, ConfigurationError
 
 from flowray.common.serialization import Encoder
 from flowray.common.types import Row

@@ -1,5 +1,75 @@
-"""``flowray.common.restart_strategy``: as ``pyflink.common.restart_strategy``."""
+"""``RestartStrategies``, as PyFlink's: each returns a configuration that sets Flink's
+``restart-strategy.*`` keys (``env.set_restart_strategy(...)``).
 
-from flowray.runtime.checkpoint_config import RestartStrategies, RestartStrategyConfiguration
+>>> RestartStrategies.fixed_delay_restart(3, 10_000).to_dict()["restart-strategy.type"]
+'fixed-delay'
+>>> RestartStrategies.fixed_delay_restart(3, "10 s").to_dict()["restart-strategy.fixed-delay.delay"]
+'10000 ms'
+"""
 
-__all__ = ["RestartStrategies", "RestartStrategyConfiguration"]
+from __future__ import annotations
+
+from typing import Any, Dict
+from flowray.common.configuration import Configuration, parse_duration_ms
+
+__all__ = ["RestartStrategyConfiguration", "RestartStrategies"]
+
+
+def _ms(value: Any, what: str) -> str:
+    try:
+        return f"{parse_duration_ms(value)} ms"
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
+
+
+class RestartStrategyConfiguration:
+    """A restart strategy as configuration keys (``env.set_restart_strategy(...)``)."""
+
+    def __init__(self, settings: Dict[str, Any]) -> None:
+        Configuration(settings)  # validate now
+        self._settings = dict(settings)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self._settings)
+
+    def __repr__(self) -> str:
+        return f"RestartStrategyConfiguration({self._settings!r})"
+
+
+class RestartStrategies:
+    """PyFlink's ``RestartStrategies`` factory; delays in milliseconds or duration text."""
+
+    @staticmethod
+    def no_restart() -> RestartStrategyConfiguration:
+        return RestartStrategyConfiguration({"restart-strategy.type": "none"})
+
+    @staticmethod
+    def fixed_delay_restart(restart_attempts: int, delay_between_attempts: Any
+                            ) -> RestartStrategyConfiguration:
+        return RestartStrategyConfiguration({
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": restart_attempts,
+            "restart-strategy.fixed-delay.delay": _ms(delay_between_attempts, "delay")})
+
+    @staticmethod
+    def failure_rate_restart(failure_rate: int, failure_interval: Any, delay_interval: Any
+                             ) -> RestartStrategyConfiguration:
+        return RestartStrategyConfiguration({
+            "restart-strategy.type": "failure-rate",
+            "restart-strategy.failure-rate.max-failures-per-interval": failure_rate,
+            "restart-strategy.failure-rate.failure-rate-interval":
+                _ms(failure_interval, "failure interval"),
+            "restart-strategy.failure-rate.delay": _ms(delay_interval, "delay")})
+
+    @staticmethod
+    def exponential_delay_restart(initial_backoff: Any, max_backoff: Any,
+                                  backoff_multiplier: float, reset_backoff_threshold: Any,
+                                  jitter_factor: float) -> RestartStrategyConfiguration:
+        prefix = "restart-strategy.exponential-delay."
+        return RestartStrategyConfiguration({
+            "restart-strategy.type": "exponential-delay",
+            prefix + "initial-backoff": _ms(initial_backoff, "initial backoff"),
+            prefix + "max-backoff": _ms(max_backoff, "max backoff"),
+            prefix + "backoff-multiplier": backoff_multiplier,
+            prefix + "reset-backoff-threshold": _ms(reset_backoff_threshold, "threshold"),
+            prefix + "jitter-factor": jitter_factor})

@@ -1,22 +1,19 @@
 """``flowray.datastream``: as ``pyflink.datastream``."""
 
-from flowray.runtime.api import (
+from flowray.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
     DataStreamSink,
     KeyedStream,
-    RuntimeExecutionMode,
-    StreamExecutionEnvironment,
 )
+from flowray.datastream.execution_mode import RuntimeExecutionMode
+from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
 from flowray.operators.base import CheckpointedFunction, CheckpointListener
-from flowray.runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
-from flowray.state.backends import EmbeddedRocksDBStateBackend, HashMapStateBackend
-from flowray.runtime.client import (
-    JobClient,
-    JobExecutionError,
-    JobExecutionResult,
-    JobStatus,
-)
+from flowray.datastream.checkpoint_config import CheckpointConfig
+from flowray.datastream.checkpointing_mode import CheckpointingMode
+from flowray.state.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
+from flowray.runtime.execution.client import JobClient, JobExecutionError, JobExecutionResult
+from flowray.runtime.messages import JobStatus
 
 from flowray.datastream.functions import *  # noqa: F401,F403
 from flowray.datastream.functions import __all__ as _functions_all

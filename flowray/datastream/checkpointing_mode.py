@@ -1,5 +1,13 @@
-"""``flowray.datastream.checkpointing_mode``: as ``pyflink.datastream.checkpointing_mode``."""
+"""``CheckpointingMode`` (EXACTLY_ONCE, AT_LEAST_ONCE), as PyFlink's.
+"""
 
-from flowray.runtime.checkpoint_config import CheckpointingMode
+from __future__ import annotations
+
+import enum
 
 __all__ = ["CheckpointingMode"]
+
+
+class CheckpointingMode(enum.Enum):
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"

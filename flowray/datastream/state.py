@@ -1,6 +1,6 @@
 """``flowray.datastream.state``: as ``pyflink.datastream.state``."""
 
-from flowray.state.backend import (
+from flowray.state.keyed_backend import (
     AggregatingState,
     ListState,
     MapState,

@@ -1,5 +1,9 @@
 """``flowray.datastream.state_backend``: as ``pyflink.datastream.state_backend``."""
 
-from flowray.state.backends import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
+from flowray.state.state_backend import (
+    EmbeddedRocksDBStateBackend,
+    HashMapStateBackend,
+    StateBackend,
+)
 
 __all__ = ["StateBackend", "HashMapStateBackend", "EmbeddedRocksDBStateBackend"]

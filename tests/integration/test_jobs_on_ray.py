@@ -16,7 +16,7 @@ from flowray import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
-from flowray.runtime.serialization import FunctionSerializationError
+from flowray.runtime.execution.serialization import FunctionSerializationError
 
 LINES = ["the quick brown fox", "jumps over the lazy dog", "the dog barks", "fox and dog"]
 

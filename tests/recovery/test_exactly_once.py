@@ -18,8 +18,17 @@ import pytest
 from flowray import JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.datastream import CheckpointingMode
-from flowray.testing import (FAIL, KILL, PAUSE, FailOnce, FaultInjector, Marker, TestingSource,
-                             TransactionalTestingSink, wait_until)
+from flowray.testing import (
+    FAIL,
+    KILL,
+    PAUSE,
+    FailOnce,
+    FaultInjector,
+    Marker,
+    TestingSource,
+    TransactionalTestingSink,
+    wait_until,
+)
 
 N = 200_000
 KEYS = 40

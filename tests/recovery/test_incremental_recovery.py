@@ -14,9 +14,15 @@ import pytest
 
 from flowray import JobExecutionError, JobStatus, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
-from flowray.runtime.checkpoint_storage import FsCheckpointStorage
-from flowray.runtime.shared_state import shared_files
-from flowray.testing import PAUSE, FaultInjector, TestingSource, TransactionalTestingSink, wait_until
+from flowray.runtime.checkpoint.storage import FsCheckpointStorage
+from flowray.runtime.checkpoint.shared_files import shared_files
+from flowray.testing import (
+    PAUSE,
+    FaultInjector,
+    TestingSource,
+    TransactionalTestingSink,
+    wait_until,
+)
 
 N = 60_000
 KEYS = 500

@@ -14,9 +14,17 @@ import ray
 from flowray import Configuration, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.datastream import RuntimeExecutionMode
-from flowray.runtime.cluster import NAMESPACE
-from flowray.testing import (PAUSE, CountRecords, DieOnceOnOpen, FaultInjector, RecordOpens,
-                             TestingSource, TransactionalTestingSink, wait_until)
+from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.testing import (
+    PAUSE,
+    CountRecords,
+    DieOnceOnOpen,
+    FaultInjector,
+    RecordOpens,
+    TestingSource,
+    TransactionalTestingSink,
+    wait_until,
+)
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "100 ms"}

@@ -59,7 +59,7 @@ def test_from_spark_refuses_what_is_not_a_dataframe(spark):
 
 
 def test_a_running_session_is_reused_and_an_adopted_one_is_never_stopped(spark):
-    from flowray.runtime.spark_session import SparkSessionManager
+    from flowray.spark.session import SparkSessionManager
     from flowray.spark import get_or_create_spark
     assert get_or_create_spark() is spark
     adopting = SparkSessionManager()  # as if the user had started Spark with raydp.init_spark

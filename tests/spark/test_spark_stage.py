@@ -67,7 +67,7 @@ def test_a_failure_after_the_spark_stage_does_not_run_the_producer_again(spark, 
 
 
 def test_a_program_reading_a_stream_from_before_the_stage_is_refused(spark, tmp_path):
-    from flowray.runtime.spark_stages import SparkStageError
+    from flowray.spark.stage import SparkStageError
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     before = env.from_collection([("a", 1)])

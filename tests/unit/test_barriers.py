@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-import flowray.runtime.barriers as barriers_module
-from flowray.runtime.barriers import (
+import flowray.runtime.task.barrier_handler as barriers_module
+from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
     AbortReason,
     AlignedBarrierHandler,
@@ -17,8 +17,8 @@ from flowray.runtime.barriers import (
     TriggerCheckpoint,
     create_barrier_handler,
 )
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.elements import CheckpointBarrier
+from flowray.common.clock import ManualClock
+from flowray.runtime.network.elements import CheckpointBarrier
 
 
 def B(n, ts=None, savepoint=False):

@@ -8,7 +8,7 @@ import pytest
 
 from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
 from flowray.operators.sources import Boundedness
-from flowray.runtime.api import RuntimeExecutionMode
+from flowray.datastream.execution_mode import RuntimeExecutionMode
 
 pytestmark = pytest.mark.timeout(60)
 

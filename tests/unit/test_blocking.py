@@ -11,7 +11,7 @@ import time
 import pytest
 
 import test_channels as contract
-from flowray.runtime.blocking import (
+from flowray.runtime.network.blocking_partition import (
     INPROGRESS_SUFFIX,
     BlockingChannelReader,
     BlockingChannelWriter,
@@ -21,18 +21,17 @@ from flowray.runtime.blocking import (
     PartitionNotFoundError,
     safe_file_name,
 )
-from flowray.runtime.channels import (
+from flowray.runtime.network.channel import (
     ChannelClosedError,
     ChannelError,
     ChannelReader,
     ChannelSequenceError,
     ChannelWriter,
-    InProcessChannel,
-    InProcessGate,
     InputGate,
-    encode_frame,
 )
-from flowray.runtime.elements import EndOfPartition, RecordBatch, Watermark
+from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
+from flowray.runtime.network.frame_codec import encode_frame
+from flowray.runtime.network.elements import EndOfPartition, RecordBatch, Watermark
 
 WAIT_S = 10.0
 CID = "e3/0->1"
@@ -457,7 +456,7 @@ def test_bad_job_ids_are_refused(tmp_path):
 
 _CHILD = r"""
 import pickle, sys
-from flowray.runtime.elements import EndOfPartition, RecordBatch
+from flowray.runtime.network.elements import EndOfPartition, RecordBatch
 store, cid, back = pickle.loads(sys.stdin.buffer.read())
 r = store.reader(cid, chunk_size=50)
 got = []

@@ -7,16 +7,10 @@ import time
 
 import pytest
 
-from flowray.runtime.channels import (
-    ChannelClosedError,
-    ChannelSequenceError,
-    InProcessChannel,
-    InProcessGate,
-    decode_frame,
-    encode_frame,
-    HEADER,
-)
-from flowray.runtime.elements import (
+from flowray.runtime.network.channel import ChannelClosedError, ChannelSequenceError
+from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
+from flowray.runtime.network.frame_codec import decode_frame, encode_frame, HEADER
+from flowray.runtime.network.elements import (
     MAX_WATERMARK,
     MIN_WATERMARK,
     CancelCheckpointMarker,
@@ -25,7 +19,11 @@ from flowray.runtime.elements import (
     RecordBatch,
     Watermark,
 )
-from flowray.runtime.transport_socket import SocketInputGate, SocketListener, connect_channel
+from flowray.runtime.network.socket_transport import (
+    SocketInputGate,
+    SocketListener,
+    connect_channel,
+)
 
 WAIT_S = 10.0  # generous upper bound for anything that must happen; never a timing assertion
 

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from flowray.runtime.checkpoint_coordinator import (
+from flowray.runtime.checkpoint.coordinator import (
     AckResult,
     CheckpointCoordinator,
     CheckpointFailureReason,
@@ -16,10 +16,10 @@ from flowray.runtime.checkpoint_coordinator import (
     TaskStatus,
     compute_checkpoint_plan,
 )
-from flowray.runtime.checkpoint_stats import CheckpointStatsTracker
-from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.execution_graph import SubtaskId
+from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
+from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.common.clock import ManualClock
+from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,
     OperatorStateEntry,

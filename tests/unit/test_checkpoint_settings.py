@@ -9,11 +9,11 @@ from flowray.datastream import CheckpointingMode
 from flowray.operators.base import (CollectingOutput, OperatorContext, ProcessingTimeService,
                                     StateInitializationContext, StateSnapshotContext)
 from flowray.operators.sources import NumberSequenceSource, SourceOperator
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.config import ConfigurationError
-from flowray.runtime.restart import restart_strategy_from_config
+from flowray.common.clock import ManualClock
+from flowray.common.configuration import ConfigurationError
+from flowray.runtime.jobmaster.restart_strategy import restart_strategy_from_config
 from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.operator_state import OperatorStateStore
 

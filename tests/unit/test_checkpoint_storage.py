@@ -5,8 +5,8 @@ import os
 import cloudpickle
 import pytest
 
-from flowray.runtime.checkpoint_coordinator import CompletedCheckpoint
-from flowray.runtime.checkpoint_storage import (
+from flowray.runtime.checkpoint.coordinator import CompletedCheckpoint
+from flowray.runtime.checkpoint.storage import (
     DEFAULT_CHECKPOINTS_DIR,
     METADATA_FILE,
     METADATA_MAGIC,
@@ -17,8 +17,8 @@ from flowray.runtime.checkpoint_storage import (
     checkpoint_storage_from_config,
     load_checkpoint,
 )
-from flowray.runtime.config import Configuration
-from flowray.runtime.execution_graph import SubtaskId
+from flowray.common.configuration import Configuration
+from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,

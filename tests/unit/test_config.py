@@ -2,13 +2,15 @@
 
 import pytest
 
-from flowray.runtime.config import (
+from flowray.common.options import (
     BUFFER_TIMEOUT,
     CHANNEL_CREDITS,
     EXECUTION_TARGET,
     MAX_PARALLELISM,
     PARALLELISM,
     PIPELINE_NAME,
+)
+from flowray.common.configuration import (
     Configuration,
     ConfigurationError,
     all_options,

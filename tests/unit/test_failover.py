@@ -7,8 +7,9 @@ RestartPipelinedRegionFailoverStrategyTest. In the drawings ``--->`` is a pipeli
 
 import pytest
 
-from flowray.runtime.config import FAILOVER_STRATEGY, Configuration, ConfigurationError
-from flowray.runtime.failover import (
+from flowray.common.options import FAILOVER_STRATEGY
+from flowray.common.configuration import Configuration, ConfigurationError
+from flowray.runtime.jobmaster.failover import (
     BLOCKING,
     PIPELINED,
     FailoverTopology,
@@ -17,7 +18,7 @@ from flowray.runtime.failover import (
     compute_pipelined_regions,
     failover_strategy_from_config,
 )
-from flowray.runtime.testing import TestingTopology
+from flowray.testing.jobmaster import TestingTopology
 
 P, B = PIPELINED, BLOCKING
 

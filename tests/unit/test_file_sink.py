@@ -22,7 +22,7 @@ from flowray.operators.base import (
     UserFunctionError,
 )
 from flowray.operators.two_phase_commit import TWO_PHASE_COMMIT_STATE, TwoPhaseCommitSinkOperator
-from flowray.runtime.clock import ManualClock
+from flowray.common.clock import ManualClock
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
 

@@ -15,13 +15,11 @@ from flowray import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
-from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId, channel_id
-from flowray.runtime.graph import (
-    ChainingStrategy,
-    build_job_graph,
-    build_stream_graph,
-)
-from flowray.runtime.partitioners import (
+from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId, channel_id
+from flowray.runtime.graph.transformations import ChainingStrategy
+from flowray.runtime.graph.job_graph import build_job_graph
+from flowray.runtime.graph.stream_graph import build_stream_graph
+from flowray.runtime.network.partitioners import (
     ForwardPartitioner,
     KeyGroupStreamPartitioner,
     RebalancePartitioner,

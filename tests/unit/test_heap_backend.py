@@ -3,7 +3,7 @@
 import pytest
 
 from flowray.datastream.functions import AggregateFunction, ReduceFunction, RuntimeContext
-from flowray.state.backend import StateAccessError
+from flowray.state.keyed_backend import StateAccessError
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -11,7 +11,7 @@ from flowray.state.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 
 MAXP = 128

@@ -6,16 +6,19 @@ import random
 
 import pytest
 
-from flowray.runtime.checkpoint_coordinator import (CheckpointCoordinator, CheckpointFailureReason,
-                                                    CheckpointSettings)
-from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
-from flowray.runtime.checkpoints import CheckpointGateway
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.execution_graph import SubtaskId
-from flowray.runtime.shared_state import shared_files
+from flowray.runtime.checkpoint.coordinator import (
+    CheckpointCoordinator,
+    CheckpointFailureReason,
+    CheckpointSettings,
+)
+from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.runtime.checkpoint.gateway import CheckpointGateway
+from flowray.common.clock import ManualClock
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.runtime.checkpoint.shared_files import shared_files
 from flowray.state.descriptors import ValueStateDescriptor
 from flowray.state.key_groups import KeyGroupRange
-from flowray.state.rocksdb import RocksDBKeyedStateBackend
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import (IncrementalKeyedStateHandle, OperatorSubtaskState,
                                     TaskStateSnapshot)
 

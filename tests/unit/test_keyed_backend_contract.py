@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from flowray.datastream.functions import AggregateFunction, ReduceFunction
-from flowray.state.backend import StateAccessError
+from flowray.state.keyed_backend import StateAccessError
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -17,9 +17,10 @@ from flowray.state.descriptors import (
     StateKind,
     ValueStateDescriptor,
 )
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
-from flowray.state.rocksdb import RocksDBKeyedStateBackend, decode_key, encode_key
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+from flowray.state.rocksdb.layout import decode_key, encode_key
 from flowray.state.snapshot import KeyedStateHandle
 
 MAXP = 128

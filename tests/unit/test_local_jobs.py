@@ -19,8 +19,8 @@ from flowray import (
     ValueStateDescriptor,
 )
 from flowray.operators.keyed import field_aggregator
-from flowray.runtime.client import JobExecutionError as ClientJobExecutionError
-from flowray.runtime.client import JobStatus
+from flowray.runtime.execution.client import JobExecutionError as ClientJobExecutionError
+from flowray.runtime.messages import JobStatus
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ import pickle
 import cloudpickle
 import pytest
 
-from flowray.state.backend import ListState, StateAccessError
+from flowray.state.keyed_backend import ListState, StateAccessError
 from flowray.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
 from flowray.state.snapshot import SPLIT_DISTRIBUTE, UNION, OperatorStateEntry

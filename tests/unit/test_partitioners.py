@@ -4,14 +4,15 @@ import collections
 
 import pytest
 
-from flowray.runtime.channels import ChannelClosedError, InProcessChannel
-from flowray.runtime.elements import (
+from flowray.runtime.network.channel import ChannelClosedError
+from flowray.runtime.network.in_process import InProcessChannel
+from flowray.runtime.network.elements import (
     CheckpointBarrier,
     EndOfPartition,
     RecordBatch,
     Watermark,
 )
-from flowray.runtime.partitioners import (
+from flowray.runtime.network.partitioners import (
     BroadcastPartitioner,
     ForwardPartitioner,
     GlobalPartitioner,

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from flowray.runtime.config import (
+from flowray.common.options import (
     EXP_DELAY_ATTEMPTS_BEFORE_RESET,
     EXP_DELAY_INITIAL_BACKOFF,
     EXP_DELAY_JITTER,
@@ -16,12 +16,10 @@ from flowray.runtime.config import (
     FAILURE_RATE_MAX_FAILURES,
     FIXED_DELAY_ATTEMPTS,
     FIXED_DELAY_DELAY,
-    INFINITE,
     RESTART_STRATEGY_TYPE,
-    Configuration,
-    ConfigurationError,
 )
-from flowray.runtime.restart import (
+from flowray.common.configuration import INFINITE, Configuration, ConfigurationError
+from flowray.runtime.jobmaster.restart_strategy import (
     ExponentialDelayRestartStrategy,
     FailureRateRestartStrategy,
     FixedDelayRestartStrategy,

@@ -7,7 +7,7 @@ import pytest
 
 from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
-from flowray.state.rocksdb import RocksDBKeyedStateBackend
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 
 MAXP = 128

@@ -4,16 +4,17 @@ checkpoint storage and a deployer that records every call."""
 import pytest
 
 from flowray import Configuration, StreamExecutionEnvironment
-from flowray.runtime.checkpoint_coordinator import CheckpointFailureReason, TaskStatus
-from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
-from flowray.runtime.client import JobStatus
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
-from flowray.runtime.graph import build_job_graph, build_stream_graph
-from flowray.runtime.restart import FixedDelayRestartStrategy
-from flowray.runtime.testing import RecordingDeployer
-from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
-from flowray.runtime.stream_task import TaskFailure, TaskResult, TaskState
+from flowray.runtime.checkpoint.coordinator import CheckpointFailureReason, TaskStatus
+from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.runtime.messages import JobStatus
+from flowray.common.clock import ManualClock
+from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
+from flowray.runtime.graph.job_graph import build_job_graph
+from flowray.runtime.graph.stream_graph import build_stream_graph
+from flowray.runtime.jobmaster.restart_strategy import FixedDelayRestartStrategy
+from flowray.testing.jobmaster import RecordingDeployer
+from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
+from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,
     OperatorStateEntry,

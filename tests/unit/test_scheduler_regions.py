@@ -9,18 +9,28 @@ from types import SimpleNamespace
 import pytest
 
 from flowray import Configuration, StreamExecutionEnvironment
-from flowray.runtime.blocking import BlockingPartitionStore, CorruptPartitionError
-from flowray.runtime.checkpoint_coordinator import CheckpointFailureReason, TaskStatus
-from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
-from flowray.runtime.client import JobStatus
-from flowray.runtime.clock import ManualClock
-from flowray.runtime.elements import EndOfPartition, RecordBatch
-from flowray.runtime.execution_graph import ExecutionGraph, SubtaskId
-from flowray.runtime.executor import prepare_job
-from flowray.runtime.graph import build_job_graph, build_stream_graph, mark_blocking_exchanges
-from flowray.runtime.testing import RecordingDeployer
-from flowray.runtime.scheduler import CANCEL_GRACE_MS, JobScheduler, PendingFailover, TaskDeployer
-from flowray.runtime.stream_task import StreamTask, TaskFailure, TaskResult, TaskState
+from flowray.runtime.network.blocking_partition import (
+    BlockingPartitionStore,
+    CorruptPartitionError,
+)
+from flowray.runtime.checkpoint.coordinator import CheckpointFailureReason, TaskStatus
+from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.runtime.messages import JobStatus
+from flowray.common.clock import ManualClock
+from flowray.runtime.network.elements import EndOfPartition, RecordBatch
+from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
+from flowray.runtime.execution.executor import prepare_job
+from flowray.runtime.graph.job_graph import build_job_graph, mark_blocking_exchanges
+from flowray.runtime.graph.stream_graph import build_stream_graph
+from flowray.testing.jobmaster import RecordingDeployer
+from flowray.runtime.jobmaster.scheduler import (
+    CANCEL_GRACE_MS,
+    JobScheduler,
+    PendingFailover,
+    TaskDeployer,
+)
+from flowray.runtime.task.stream_task import StreamTask
+from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,

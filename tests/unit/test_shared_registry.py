@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from flowray.runtime.shared_registry import (
+from flowray.runtime.checkpoint.shared_registry import (
     FileHandle,
     SharedStateRegistry,
     parse_shared_state_key,
@@ -204,7 +204,7 @@ def test_discard_failure_is_logged_and_counts_stay_consistent(caplog):
     rec = Recorder(fail_on={A, dup})
     reg = SharedStateRegistry(discard=rec)
     reg.register_checkpoint(1, {a: A, b: B, c: C})
-    with caplog.at_level(logging.WARNING, logger="flowray.runtime.shared_registry"):
+    with caplog.at_level(logging.WARNING, logger="flowray.runtime.checkpoint.shared_registry"):
         assert reg.register_checkpoint(2, {c: dup}) == {c: C}     # duplicate delete fails
         assert reg.release_checkpoint(1) == [A, B]                 # A's delete fails
     assert "Could not discard" in caplog.text and "c-again" in caplog.text

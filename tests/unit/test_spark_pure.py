@@ -8,11 +8,17 @@ import pyarrow as pa
 import pytest
 
 from flowray.common.types import Row
-from flowray.operators.block_source import ArrowBlockSource, InMemoryBlockStore
+from flowray.spark.block_source import ArrowBlockSource, InMemoryBlockStore
 from flowray.operators.sources import SourceReaderContext
-from flowray.runtime.config import Configuration, ConfigurationError
-from flowray.runtime.spark_session import (JAVA_MODULE_OPENINGS, JavaNotFoundError, check_java,
-                                           parse_java_version, spark_configs, spark_settings)
+from flowray.common.configuration import Configuration, ConfigurationError
+from flowray.spark.session import (
+    JAVA_MODULE_OPENINGS,
+    JavaNotFoundError,
+    check_java,
+    parse_java_version,
+    spark_configs,
+    spark_settings,
+)
 
 
 def test_spark_keys_pass_through_and_flowray_keys_are_checked():
@@ -122,7 +128,7 @@ class _T:
 
 
 def test_the_program_splits_at_deferred_spark_sources():
-    from flowray.runtime.spark_stages import split_program
+    from flowray.spark.stage import split_program
     src = _T(1, "source")
     mapped = _T(2, "map", src)
     stage = _T(3, "Spark stage", mapped)
@@ -135,7 +141,7 @@ def test_the_program_splits_at_deferred_spark_sources():
 
 
 def test_a_stream_crossing_the_spark_stage_is_an_error_naming_both_ends():
-    from flowray.runtime.spark_stages import SparkStageError, split_program
+    from flowray.spark.stage import SparkStageError, split_program
     src = _T(1, "source")
     after = _T(2, "from_spark")
     union = _T(3, "union", after, src)

@@ -8,13 +8,17 @@ import threading
 import pytest
 
 from flowray.operators.base import StreamOperator
-from flowray.runtime.checkpoint_storage import MemoryCheckpointStorage
-from flowray.runtime.config import MEMORY_THRESHOLD, Configuration, ConfigurationError
-from flowray.runtime.elements import CheckpointBarrier
-from flowray.runtime.execution_graph import SubtaskId
-from flowray.runtime.task_checkpoints import CheckpointResponder, SubtaskCheckpointCoordinator
+from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.common.options import MEMORY_THRESHOLD
+from flowray.common.configuration import Configuration, ConfigurationError
+from flowray.runtime.network.elements import CheckpointBarrier
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.runtime.task.subtask_checkpoints import (
+    CheckpointResponder,
+    SubtaskCheckpointCoordinator,
+)
 from flowray.state.descriptors import ValueStateDescriptor
-from flowray.state.heap import HeapKeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.operator_state import OperatorStateStore
 from flowray.state.snapshot import KeyedStateHandle

@@ -6,7 +6,7 @@ import pickle
 import cloudpickle
 
 from flowray.operators.base import StateInitializationContext, StateSnapshotContext
-from flowray.operators.testing_sinks import TransactionalTestingSink
+from flowray.testing.sinks import TransactionalTestingSink
 from flowray.operators.two_phase_commit import TwoPhaseCommitSinkOperator
 from flowray.state.operator_state import OperatorStateStore
 

@@ -7,9 +7,9 @@ import threading
 import cloudpickle
 import pytest
 
-import flowray.operators.testing as testing_mod
+import flowray.testing.sources as testing_mod
 from flowray.operators.sources import SourceReaderContext
-from flowray.runtime.clock import ManualClock
+from flowray.common.clock import ManualClock
 from flowray.testing import (
     FAIL,
     KILL,
@@ -324,7 +324,7 @@ def test_shared_ledger_dir_argument(tmp_path):
 
 _CHILD = r"""
 import pickle, sys
-import flowray.operators.testing as t
+import flowray.testing.sources as t
 from flowray.operators.sources import SourceReaderContext
 t._in_ray_actor = lambda: True  # behave as inside a Ray actor: really exit
 source = pickle.loads(bytes.fromhex(sys.argv[1]))

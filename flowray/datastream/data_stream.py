@@ -1,0 +1,344 @@
+"""``DataStream``, ``KeyedStream``, ``ConnectedStreams`` and ``DataStreamSink``, as PyFlink's
+``pyflink.datastream.data_stream``: each call records a transformation; nothing runs until
+the environment executes.
+
+>>> from flowray.common import Configuration
+>>> from flowray.datastream import StreamExecutionEnvironment
+>>> env = StreamExecutionEnvironment.get_execution_environment(
+...     Configuration().set_string("execution.target", "local"))
+>>> ds = env.from_collection(["a b", "b"]).flat_map(lambda s: s.split())
+>>> counts = ds.map(lambda w: (w, 1)).key_by(lambda t: t[0]).sum(1)
+>>> sorted(counts.execute_and_collect())
+[('a', 1), ('b', 1), ('b', 2)]
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Optional, Union
+from flowray.operators.base import StreamOperator, keyed_state_methods_used
+from flowray.operators.basic import (
+    CoFlatMapOperator,
+    CoMapOperator,
+    CoProcessOperator,
+    FilterOperator,
+    FlatMapOperator,
+    MapOperator,
+    ProcessOperator,
+)
+from flowray.operators.keyed import KeyedProcessOperator, KeyedReduceOperator, field_aggregator
+from flowray.operators.sinks import (
+    DriverSinkOperator,
+    Sink,
+    SinkFunctionOperator,
+    SinkWriterOperator,
+)
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink, TwoPhaseCommitSinkOperator
+from flowray.runtime.execution.client import CollectIterator
+from flowray.runtime.graph.transformations import (
+    ChainingStrategy,
+    GraphError,
+    OperatorTransformation,
+    PartitionTransformation,
+    Transformation,
+    UnionTransformation,
+)
+from flowray.runtime.network.partitioners import (
+    BroadcastPartitioner,
+    ForwardPartitioner,
+    GlobalPartitioner,
+    KeyGroupStreamPartitioner,
+    RebalancePartitioner,
+    ShufflePartitioner,
+    StreamPartitioner,
+)
+
+if TYPE_CHECKING:
+    from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams"]
+
+
+def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
+    used = keyed_state_methods_used(fn)
+    if used:
+        raise GraphError(
+            f"operator {operator_name!r} uses keyed state ({', '.join(used)}) but its input is "
+            "not keyed; apply it to a KeyedStream (after key_by(...))")
+
+
+class DataStream:
+    """A stream of records, as PyFlink's ``DataStream``."""
+
+    def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
+        self._env = env
+        self._t = transformation
+
+    # -- naming and parallelism ----------------------------------------------------------
+    def _physical(self, what: str) -> Transformation:
+        if self._t.is_virtual:
+            raise GraphError(f"cannot set {what} on a partitioning or union; set it on an "
+                             "operator (e.g. after map)")
+        return self._t
+
+    def name(self, name: str) -> "DataStream":
+        self._physical("a name").name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._t.name
+
+    def uid(self, uid: str) -> "DataStream":
+        if not isinstance(uid, str) or not uid:
+            raise ValueError(f"uid must be a non-empty string, got {uid!r}")
+        self._physical("a uid").uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ValueError(f"parallelism must be a positive integer, got {parallelism!r}")
+        self._physical("parallelism").parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        self._physical("max parallelism").max_parallelism = max_parallelism
+        return self
+
+    def start_new_chain(self) -> "DataStream":
+        self._physical("chaining").chaining = ChainingStrategy.HEAD
+        return self
+
+    def disable_chaining(self) -> "DataStream":
+        self._physical("chaining").chaining = ChainingStrategy.NEVER
+        return self
+
+    def slot_sharing_group(self, *_: Any) -> "DataStream":
+        return self  # every subtask is its own actor: nothing to share
+
+    # -- transformations ---------------------------------------------------------------
+    def _one_input(self, op: StreamOperator) -> "DataStream":
+        return DataStream(self._env, self._env._add(OperatorTransformation(op, [self._t])))
+
+    def _check_stateless(self, fn: Any, name: str) -> None:
+        _check_not_keyed_state(fn, name)
+
+    def map(self, func: Any, output_type: Any = None) -> "DataStream":
+        self._check_stateless(func, "Map")
+        return self._one_input(MapOperator(func))
+
+    def flat_map(self, func: Any, output_type: Any = None) -> "DataStream":
+        self._check_stateless(func, "Flat Map")
+        return self._one_input(FlatMapOperator(func))
+
+    def filter(self, func: Any) -> "DataStream":
+        self._check_stateless(func, "Filter")
+        return self._one_input(FilterOperator(func))
+
+    def process(self, func: Any, output_type: Any = None) -> "DataStream":
+        self._check_stateless(func, "Process")
+        return self._one_input(ProcessOperator(func))
+
+    def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
+        if not callable(key_selector) and not callable(getattr(key_selector, "get_key", None)):
+            raise TypeError(f"key_by expects a function or KeySelector, got {key_selector!r}")
+        partitioner = KeyGroupStreamPartitioner(key_selector, self._env._max_parallelism)
+        return KeyedStream(self._env, PartitionTransformation(self._t, partitioner),
+                           key_selector)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        return DataStream(self._env, UnionTransformation([self._t] + [s._t for s in streams]))
+
+    def connect(self, ds: "DataStream") -> "ConnectedStreams":
+        return ConnectedStreams(self, ds)
+
+    def _partition(self, partitioner: StreamPartitioner) -> "DataStream":
+        return DataStream(self._env, PartitionTransformation(self._t, partitioner))
+
+    def forward(self) -> "DataStream":
+        return self._partition(ForwardPartitioner())
+
+    def rebalance(self) -> "DataStream":
+        return self._partition(RebalancePartitioner())
+
+    def shuffle(self) -> "DataStream":
+        return self._partition(ShufflePartitioner())
+
+    def broadcast(self) -> "DataStream":
+        return self._partition(BroadcastPartitioner())
+
+    def global_(self) -> "DataStream":
+        return self._partition(GlobalPartitioner())
+
+    # -- sinks -------------------------------------------------------------------------
+    def _sink(self, op: StreamOperator) -> "DataStreamSink":
+        t = self._env._add(OperatorTransformation(op, [self._t]))
+        return DataStreamSink(DataStream(self._env, t))
+
+    def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+        """Print each record on the driver's stdout (``"2> record"`` when parallel)."""
+        name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
+        return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name))
+
+    def to_spark_dataframe(self, output_type: Any) -> Any:
+        """A Spark DataFrame of this stream's records, for Spark SQL and then
+        ``env.from_spark(...)`` in the same program (a blocking stage: what comes after
+        runs once this stream is complete). ``output_type``: ``Types.ROW_NAMED`` (or
+        ``ROW``/``TUPLE``), the DataFrame's schema, needed before the data exists. The
+        DataFrame reads the stage's files at every Spark action, so it can be used many
+        times, also after the job."""
+        import os
+        import tempfile
+        import uuid
+
+        from flowray.datastream.connectors.spark import arrow_schema_of
+        from flowray.operators.parquet_sink import ParquetFilesSink
+        from flowray.spark import get_or_create_spark
+
+        from flowray.common.options import BLOCKING_PARTITIONS_DIR
+        from flowray.spark.stage import SparkStage, lazy_parquet_dataframe
+        if output_type is None:
+            raise TypeError("to_spark_dataframe needs output_type (e.g. Types.ROW_NAMED(...)): "
+                            "Spark needs the schema before the data exists")
+        schema = arrow_schema_of(output_type)
+        env = self._env
+        root = env._config.get(BLOCKING_PARTITIONS_DIR) or os.path.join(
+            tempfile.gettempdir(), "flowray-partitions")
+        folder = os.path.join(root, f"spark-stage-{uuid.uuid4().hex[:12]}")
+        os.makedirs(folder, exist_ok=True)
+        sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))
+        sink.name("Spark stage")
+        env._spark_stages.append(SparkStage(folder, sink._ds._t.id))
+        parallelism = self._t.parallelism or env._parallelism
+        return lazy_parquet_dataframe(get_or_create_spark(env._config), folder, schema,
+                                      max(1, int(parallelism)))
+
+    def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
+        """Write to ``sink``: a :class:`Sink` (at-least-once) or a
+        :class:`TwoPhaseCommitSink` such as ``FileSink`` (exactly-once with checkpoints)."""
+        if isinstance(sink, TwoPhaseCommitSink):
+            return self._sink(TwoPhaseCommitSinkOperator(sink))
+        return self._sink(SinkWriterOperator(sink))
+
+    def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        if isinstance(sink_func, TwoPhaseCommitSink):
+            return self._sink(TwoPhaseCommitSinkOperator(sink_func))
+        return self._sink(SinkFunctionOperator(sink_func))
+
+    def execute_and_collect(self, job_name: Optional[str] = None,
+                            limit: Optional[int] = None) -> Any:
+        """Run the job; an iterator over this stream's records (a list if ``limit``).
+
+        Close the iterator (or use it in ``with``) to cancel a job still running.
+        """
+        endpoint_id = uuid.uuid4().hex[:8]
+        sink = self._sink(DriverSinkOperator("collect", endpoint_id))
+        sink._ds._t.parallelism = 1
+        client = self._env.execute_async(job_name)
+        it = CollectIterator(client, client.endpoints_by_id[endpoint_id],  # type: ignore
+                             limit)
+        if limit is not None:
+            with it:
+                return list(it)
+        return it
+
+
+class DataStreamSink:
+    def __init__(self, ds: DataStream) -> None:
+        self._ds = ds
+
+    def name(self, name: str) -> "DataStreamSink":
+        self._ds.name(name)
+        return self
+
+    def uid(self, uid: str) -> "DataStreamSink":
+        self._ds.uid(uid)
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStreamSink":
+        self._ds.set_parallelism(parallelism)
+        return self
+
+    def disable_chaining(self) -> "DataStreamSink":
+        self._ds.disable_chaining()
+        return self
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key; operators on it may use keyed state and timers."""
+
+    def __init__(self, env: StreamExecutionEnvironment, t: Transformation,
+                 key_selector: Any) -> None:
+        super().__init__(env, t)
+        self._key_selector = key_selector
+
+    def _check_stateless(self, fn: Any, name: str) -> None:
+        pass  # keyed state is allowed here
+
+    def _keyed(self, op: StreamOperator) -> DataStream:
+        return self._one_input(op)
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        return self._keyed(MapOperator(func, key_selector=self._key_selector))
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        return self._keyed(FlatMapOperator(func, key_selector=self._key_selector))
+
+    def filter(self, func: Any) -> DataStream:
+        return self._keyed(FilterOperator(func, key_selector=self._key_selector))
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        return self._keyed(KeyedProcessOperator(func, self._key_selector))
+
+    def reduce(self, func: Any) -> DataStream:
+        return self._keyed(KeyedReduceOperator(func, self._key_selector))
+
+    def _aggregate(self, kind: str, field: Union[int, str]) -> DataStream:
+        return self._keyed(KeyedReduceOperator(field_aggregator(kind, field), self._key_selector,
+                                               name=f"Keyed Aggregation ({kind})"))
+
+    def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("sum", position_to_sum)
+
+    def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
+
+    def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
+
+    def min_by(self, position_to_min_by: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("min_by", position_to_min_by)
+
+    def max_by(self, position_to_max_by: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("max_by", position_to_max_by)
+
+    def _physical(self, what: str) -> Transformation:
+        raise GraphError(f"cannot set {what} on a KeyedStream; set it on the operator after it")
+
+
+class ConnectedStreams:
+    """Two streams processed by one two-input function (``connect``)."""
+
+    def __init__(self, first: DataStream, second: DataStream) -> None:
+        self.stream1 = first
+        self.stream2 = second
+
+    def _two_input(self, op: StreamOperator) -> DataStream:
+        env = self.stream1._env
+        t = env._add(OperatorTransformation(op, [self.stream1._t, self.stream2._t]))
+        return DataStream(env, t)
+
+    def key_by(self, key_selector1: Any, key_selector2: Any) -> "ConnectedStreams":
+        return ConnectedStreams(self.stream1.key_by(key_selector1),
+                                self.stream2.key_by(key_selector2))
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        _check_not_keyed_state(func, "Co-Map")
+        return self._two_input(CoMapOperator(func))
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        _check_not_keyed_state(func, "Co-Flat Map")
+        return self._two_input(CoFlatMapOperator(func))
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        _check_not_keyed_state(func, "Co-Process")
+        return self._two_input(CoProcessOperator(func))

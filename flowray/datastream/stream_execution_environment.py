@@ -1,0 +1,289 @@
+"""``StreamExecutionEnvironment``, as PyFlink's: settings, sources, and running the program
+(``execute``, ``execute_async``). Plug-ins (Spark) add methods and take part in running a
+program through :mod:`flowray.datastream.extensions`.
+
+>>> from flowray.common import Configuration
+>>> env = StreamExecutionEnvironment.get_execution_environment(
+...     Configuration().set_string("execution.target", "local"))
+>>> env.from_collection([1, 2, 3]).map(lambda x: x + 1).execute_and_collect(limit=3)
+[2, 3, 4]
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Optional
+from flowray.operators.sources import CollectionSource, Source, SourceOperator
+from flowray.state.state_backend import StateBackend
+from flowray.datastream.checkpoint_config import CheckpointConfig
+from flowray.datastream.checkpointing_mode import CheckpointingMode
+from flowray.common.restart_strategy import RestartStrategyConfiguration
+from flowray.runtime.execution.client import JobClient, JobExecutionResult
+from flowray.common.options import EXECUTION_TARGET, MAX_PARALLELISM, PARALLELISM, PIPELINE_NAME
+from flowray.common.configuration import Configuration
+from flowray.runtime.execution.executor import JobExecutor, PreparedJob, prepare_job
+from flowray.runtime.graph.transformations import (
+    OperatorTransformation,
+    Transformation,
+)
+from flowray.runtime.graph.job_graph import build_job_graph
+from flowray.runtime.graph.stream_graph import build_stream_graph
+from flowray.datastream.data_stream import DataStream
+from flowray.datastream.execution_mode import RuntimeExecutionMode
+
+__all__ = ["StreamExecutionEnvironment"]
+
+
+DEFAULT_JOB_NAME = "Flink Streaming Job"
+
+
+class StreamExecutionEnvironment:
+    """Entry point of a flowray program, as PyFlink's ``StreamExecutionEnvironment``."""
+
+    def __init__(self, configuration: Optional[Configuration] = None) -> None:
+        self._config = Configuration(configuration) if configuration is not None \
+            else Configuration()
+        self._parallelism = self._config.get(PARALLELISM)
+        self._max_parallelism = self._config.get(MAX_PARALLELISM)
+        self._transformations: List[Transformation] = []
+        self._executor: Optional[JobExecutor] = None
+        # Spark as a blocking stage: to_spark_dataframe boundaries and the from_spark
+        # sources that wait for them (transformation id -> source)
+        self._spark_stages: List[Any] = []
+        self._deferred_spark_sources: Dict[int, Any] = {}
+
+    @staticmethod
+    def get_execution_environment(
+        configuration: Optional[Configuration] = None,
+    ) -> "StreamExecutionEnvironment":
+        return StreamExecutionEnvironment(configuration)
+
+    # -- settings ----------------------------------------------------------------------
+    def get_configuration(self) -> Configuration:
+        return self._config
+
+    def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        self._config.add_all(configuration)
+        self._parallelism = self._config.get(PARALLELISM)
+        self._max_parallelism = self._config.get(MAX_PARALLELISM)
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ValueError(f"parallelism must be a positive integer, got {parallelism!r}")
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        if not isinstance(max_parallelism, int) or not 0 < max_parallelism <= 32768:
+            raise ValueError(f"max parallelism must be in [1, 32768], got {max_parallelism!r}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+        self._config.set_string("execution.buffer-timeout", f"{int(timeout_millis)} ms")
+        return self
+
+    def set_runtime_mode(self, mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        self._config.set_string("execution.runtime-mode", mode.value)
+        return self
+
+    # -- checkpoints and restarts ----------------------------------------------------------
+    def enable_checkpointing(self, interval: int,
+                             mode: Optional[CheckpointingMode] = None
+                             ) -> "StreamExecutionEnvironment":
+        """Checkpoint every ``interval`` ms (``execution.checkpointing.interval``), in
+        ``mode`` (default EXACTLY_ONCE)."""
+        cc = self.get_checkpoint_config()
+        cc.set_checkpoint_interval(interval)
+        if mode is not None:
+            cc.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return CheckpointConfig(self._config)
+
+    def get_checkpoint_interval(self) -> int:
+        return self.get_checkpoint_config().get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self.get_checkpoint_config().get_checkpointing_mode()
+
+    def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
+        """``HashMapStateBackend()`` (default) or ``EmbeddedRocksDBStateBackend()``."""
+        if not isinstance(state_backend, StateBackend):
+            raise TypeError(f"expected a state backend (HashMapStateBackend or "
+                            f"EmbeddedRocksDBStateBackend), got {state_backend!r}")
+        for k, v in state_backend.to_config().items():
+            self._config.set_string(k, v)
+        return self
+
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
+                             ) -> "StreamExecutionEnvironment":
+        """As PyFlink's: e.g. ``RestartStrategies.fixed_delay_restart(3, 10000)``."""
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise TypeError("expected a RestartStrategies.* configuration, got "
+                            f"{restart_strategy_configuration!r}")
+        for key in list(self._config.key_set()):
+            if key.startswith("restart-strategy."):
+                self._config.remove_config(key)
+        for k, v in restart_strategy_configuration.to_dict().items():
+            self._config.set_string(k, v)
+        return self
+
+    def set_executor(self, executor: JobExecutor) -> "StreamExecutionEnvironment":
+        """Run jobs with ``executor`` instead of the one ``execution.target`` names."""
+        self._executor = executor
+        return self
+
+    # -- sources -----------------------------------------------------------------------
+    def _add(self, t: Transformation) -> Transformation:
+        self._transformations.append(t)
+        return t
+
+    def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> "DataStream":
+        """A bounded stream of the collection's items (parallelism 1, as in PyFlink)."""
+        op = SourceOperator(CollectionSource(list(collection)), "Source: Collection Source")
+        t = self._add(OperatorTransformation(op))
+        t.parallelism = 1
+        return DataStream(self, t)
+
+    def from_source(self, source: Source, watermark_strategy: Any = None,
+                    source_name: Optional[str] = None, type_info: Any = None) -> "DataStream":
+        name = f"Source: {source_name}" if source_name else None
+        op = SourceOperator(source, name)
+        return DataStream(self, self._add(OperatorTransformation(op)))
+
+    def from_spark(self, dataframe_or_table: Any,
+                   source_name: Optional[str] = None) -> "DataStream":
+        """A bounded, replayable stream of a Spark DataFrame's (or table's) rows, as named
+        :class:`~flowray.common.types.Row` s. RayDP converts it into Ray blocks now, on
+        the driver; block ``b`` goes to source subtask ``b % parallelism`` and a restored
+        subtask resumes at the exact row. A table name starts Spark if none is running
+        (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration)."""
+        from flowray.spark import get_or_create_spark
+
+        from flowray.spark.source import spark_source
+        spark = (get_or_create_spark(self._config) if isinstance(dataframe_or_table, str)
+                 else getattr(dataframe_or_table, "sparkSession", None))
+        if spark is None:
+            raise TypeError(f"from_spark expects a Spark DataFrame or a table name, "
+                            f"got {type(dataframe_or_table).__name__}")
+        if self._spark_stages and not isinstance(dataframe_or_table, str):
+            # may depend on a to_spark_dataframe stage of this program: converted when
+            # execute() gets there
+            from flowray.spark.stage import DeferredSparkSource
+            deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame")
+            stream = self.from_source(deferred, source_name=deferred.default_name)
+            self._deferred_spark_sources[stream._t.id] = deferred
+            return stream
+        source = spark_source(spark, dataframe_or_table, source_name)
+        return self.from_source(source, source_name=source.default_name)
+
+    # -- running -----------------------------------------------------------------------
+    def _prepare(self, job_name: Optional[str],
+                 transformations: Optional[List[Transformation]] = None) -> PreparedJob:
+        name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
+        stream_graph = build_stream_graph(
+            self._transformations if transformations is None else transformations, name,
+            self._parallelism, self._max_parallelism)
+        return prepare_job(build_job_graph(stream_graph), self._config.to_dict())
+
+    def _make_executor(self) -> JobExecutor:
+        if self._executor is not None:
+            return self._executor
+        if self._config.get(EXECUTION_TARGET) == "local":
+            from flowray.runtime.execution.local_executor import LocalExecutor
+            return LocalExecutor()
+        from flowray.runtime.execution.ray_executor import RayExecutor  # imports ray only when a job runs on Ray
+        return RayExecutor()
+
+    def execute_async(self, job_name: Optional[str] = None) -> JobClient:
+        """Submit the job; a :class:`JobClient` to watch or cancel it. A program with a
+        Spark stage followed by ``from_spark`` first runs (and waits for) the part before
+        the stage, then submits the rest."""
+        transformations = list(self._transformations)
+        stages, deferred = self._spark_stages, self._deferred_spark_sources
+        # as Flink: the next execute() starts a new program
+        self._transformations.clear()
+        self._spark_stages, self._deferred_spark_sources = [], {}
+        if deferred:
+            from flowray.spark.stage import split_program
+            first, second = split_program(transformations, set(deferred))
+            name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
+            self._run_spark_stage(first, stages, list(deferred.values()), name)
+            return self._submit(second, f"{name} (after Spark)")
+        return self._submit(transformations, job_name)
+
+    def _submit(self, transformations: List[Transformation],
+                job_name: Optional[str]) -> JobClient:
+        job = self._prepare(job_name, transformations)
+        hooks = _driver_hooks(transformations)
+        for fn in hooks:
+            fn.prepare_on_driver()
+        client = self._make_executor().submit(job)
+        for fn in hooks:
+            client.on_outcome(fn.finish_on_driver)
+        return client
+
+    def _run_spark_stage(self, first: List[Transformation], stages: List[Any],
+                         deferred: List[Any], name: str) -> None:
+        """Run the part before the Spark stage, then convert the sources after it. The
+        stage's files are checked before the conversion: if some are gone, the part before
+        runs again (once)."""
+        from flowray.spark import get_or_create_spark
+
+        from flowray.runtime import spark_stages
+        for attempt in range(2):
+            if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
+                for stage in stages:
+                    spark_stages.reset_stage(stage)
+                self._submit(first, f"{name} (before Spark)").wait()
+                for stage in stages:
+                    spark_stages.record_stage_output(stage)
+            if all(spark_stages.stage_output_intact(s) for s in stages):
+                break
+        else:
+            raise RuntimeError("the Spark stage's files disappeared twice while converting")
+        spark = get_or_create_spark(self._config)
+        for i, source in enumerate(deferred):  # "_": not part of the stage's DataFrame
+            source.convert(spark, os.path.join(stages[0].folder, "_converted", str(i)))
+
+    def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
+        """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""
+        return self.execute_async(job_name).wait()
+
+    def get_execution_plan(self) -> str:
+        """The chained job graph as text: one line per task, with its inputs."""
+        job = build_job_graph(build_stream_graph(self._transformations, "plan",
+                                                 self._parallelism, self._max_parallelism))
+        lines = []
+        for v in job.topological_order():
+            ins = ", ".join(f"{job.vertices[e.source_vertex].name} [{e.partitioner.name}]"
+                            for e in v.inputs)
+            lines.append(f"{v.name} (parallelism {v.parallelism})" + (f" <- {ins}" if ins else ""))
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        self._transformations.clear()
+
+
+def _driver_hooks(transformations: Iterable[Any]) -> List[Any]:
+    """User functions (e.g. sinks writing Spark tables) with work to do on the driver before
+    the job is submitted (``prepare_on_driver()``) and once its outcome is known
+    (``finish_on_driver(outcome)``)."""
+    hooks, seen = [], set()
+    for t in transformations:
+        op = getattr(t, "operator", None)
+        for fn in (op.user_functions() if op is not None else []):
+            if id(fn) not in seen and callable(getattr(fn, "prepare_on_driver", None)) \
+                    and callable(getattr(fn, "finish_on_driver", None)):
+                seen.add(id(fn))
+                hooks.append(fn)
+    return hooks

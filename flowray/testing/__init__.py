@@ -1,0 +1,35 @@
+"""``flowray.testing``: test utilities shipped with flowray.
+
+* :mod:`~flowray.testing.sources`: ``TestingSource``, a bounded, replayable source whose
+  items may hold fault markers (``FAIL()``, ``KILL()``, ``PAUSE(seconds)``) that fire once
+  per fault ledger, even across recovery.
+* :mod:`~flowray.testing.sinks`: ``TransactionalTestingSink``, committed vs pending output.
+* :mod:`~flowray.testing.functions`: user functions that fail, die or count on purpose.
+* :mod:`~flowray.testing.faults`: ``FaultInjector`` kills task actors of a job on Ray.
+* :mod:`~flowray.testing.jobmaster`: ``TestingTopology`` and ``RecordingDeployer`` for
+  driving the job master's pure classes by hand.
+"""
+
+from flowray.testing.faults import FaultInjector, wait_until
+from flowray.testing.functions import CountRecords, DieOnceOnOpen, FailOnce, RecordOpens
+from flowray.testing.jobmaster import RecordingDeployer, TestingTopology
+from flowray.testing.sinks import TransactionalTestingSink
+from flowray.testing.sources import (
+    FAIL,
+    KILL,
+    PAUSE,
+    FailMarker,
+    KillMarker,
+    Marker,
+    PauseMarker,
+    SimulatedCrash,
+    TestingFailure,
+    TestingSource,
+    TestingSourceReader,
+)
+
+__all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen",
+           "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource",
+           "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker", "FailMarker",
+           "KillMarker", "PauseMarker", "FAIL", "KILL", "PAUSE", "TestingTopology",
+           "RecordingDeployer"]

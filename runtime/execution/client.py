@@ -1,0 +1,390 @@
+"""The driver's view of a job: status, result, errors, and the records sent to the driver."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional
+from flowray.runtime.checkpoint.stats import format_checkpoint_table
+from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
+from flowray.runtime.network.elements import EndOfPartition, RecordBatch
+from flowray.common.logs import get_logger
+from flowray.runtime.messages import JobOutcome, JobStatus
+
+__all__ = ["JobExecutionError", "JobExecutionResult", "JobHandle", "JobClient", "DriverConnections", "DriverEndpoint", "CollectIterator"]
+
+
+SUMMARY_CHECKPOINTS = 5  # checkpoints listed in the log when a job ends
+
+
+class JobExecutionError(RuntimeError):
+    """The job failed. ``operator`` names the operator that raised (if user code did), and
+    ``cause_traceback`` is the original traceback from the task."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        f = outcome.failure
+        self.outcome = outcome
+        self.operator = f.operator if f else None
+        self.task = f.task if f else None
+        self.cause_type = f.cause_type if f else None
+        self.cause_traceback = f.traceback_text if f else ""
+        if f is None:
+            msg = f"job {outcome.job_name!r} ended {outcome.status.value}"
+        else:
+            msg = (f"job {outcome.job_name!r} failed: {f.describe()}\n\n"
+                   f"Original traceback (from the task):\n{f.traceback_text}")
+        super().__init__(msg)
+
+
+class JobExecutionResult:
+    """A finished job: id, runtime, and what each task did."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        self.outcome = outcome
+
+    def get_job_id(self) -> str:
+        return self.outcome.job_id
+
+    @property
+    def job_name(self) -> str:
+        return self.outcome.job_name
+
+    def get_net_runtime(self) -> int:
+        return int(self.outcome.duration_ms)
+
+    @property
+    def task_metrics(self) -> List[Dict[str, Any]]:
+        return self.outcome.task_metrics
+
+    @property
+    def source_records(self) -> int:
+        return sum(m.get("records_in", 0) for m in self.task_metrics if m.get("is_source"))
+
+    def get_checkpoint_stats(self) -> Dict[str, Any]:
+        return dict(self.outcome.checkpoint_stats)
+
+    def checkpoint_table(self, limit: int = 10) -> str:
+        """The newest ``limit`` checkpoints as a text table (see
+        :func:`~flowray.runtime.checkpoint.stats.format_checkpoint_table`); empty if the
+        job took none."""
+        history = self.outcome.checkpoint_stats.get("history") or []
+        return format_checkpoint_table(history, limit) if history else ""
+
+    def summary(self) -> str:
+        o = self.outcome
+        tasks = len(o.task_metrics)
+        text = (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
+                f"{self.source_records:,} source records, {tasks} tasks, "
+                f"{o.checkpoints} checkpoints, {o.restarts} restarts")
+        if o.job_master_restarts:
+            text += f", {o.job_master_restarts} job master restarts"
+        detail = o.checkpoint_stats.get("summary") if o.checkpoint_stats else None
+        if o.checkpoints and detail:
+            text += f" ({detail})"
+        return text
+
+    def __repr__(self) -> str:
+        return f"JobExecutionResult({self.summary()})"
+
+
+class JobHandle:
+    """How a client reaches a running job (implemented by each executor)."""
+
+    job_id: str
+    job_name: str
+
+    def status(self) -> JobStatus:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
+        """The outcome once the job has ended; ``None`` if still running at the timeout."""
+        raise NotImplementedError
+
+    def progress(self) -> Dict[str, Any]:
+        return {}
+
+    def checkpoint_stats(self) -> Dict[str, Any]:
+        return {}
+
+    def release(self) -> None:
+        pass
+
+
+class JobClient:
+    """Handle on a submitted job, as PyFlink's ``JobClient``."""
+
+    def __init__(self, handle: JobHandle, endpoints: List["DriverEndpoint"],
+                 progress_interval_ms: int = 10_000) -> None:
+        self._handle = handle
+        self._endpoints = endpoints
+        self._progress_interval_s = progress_interval_ms / 1000.0
+        self._result: Optional[JobOutcome] = None
+        self._lock = threading.Lock()
+        self._outcome_callbacks: List[Callable[[JobOutcome], None]] = []
+
+    def on_outcome(self, callback: "Callable[[JobOutcome], None]") -> None:
+        """Call ``callback(outcome)`` in the driver once the job's outcome is known (when
+        :meth:`wait` sees it); an exception there fails :meth:`wait`."""
+        self._outcome_callbacks.append(callback)
+
+    def get_job_id(self) -> str:
+        return self._handle.job_id
+
+    def get_job_status(self) -> JobStatus:
+        if self._result is not None:
+            return self._result.status
+        return self._handle.status()
+
+    def cancel(self) -> None:
+        if self._result is None:
+            self._handle.cancel()
+
+    def get_checkpoint_stats(self) -> Dict[str, Any]:
+        """Checkpoints so far: ``counts`` (triggered, completed, failed, in progress),
+        ``history`` (per checkpoint: id, status, duration, size, per-task sync/async/
+        alignment times), ``summary`` (one line) and ``restarts``."""
+        if self._result is not None:
+            return dict(self._result.checkpoint_stats)
+        return self._handle.checkpoint_stats()
+
+    def wait(self, timeout_s: Optional[float] = None) -> JobExecutionResult:
+        """Block until the job ends; its result, or :class:`JobExecutionError`."""
+        outcome = self._wait_outcome(timeout_s)
+        if outcome is None:
+            raise TimeoutError(f"job {self._handle.job_name!r} still running after {timeout_s} s")
+        if outcome.status is not JobStatus.FINISHED:
+            raise JobExecutionError(outcome)
+        return JobExecutionResult(outcome)
+
+    get_job_execution_result = wait
+
+    def _wait_outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            step = self._progress_interval_s if self._progress_interval_s > 0 else 3600.0
+            while True:
+                left = step if deadline is None else min(step, deadline - time.monotonic())
+                outcome = self._handle.outcome(max(0.0, left))
+                if outcome is not None:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                self._log_progress()
+            for ep in self._endpoints:
+                ep.finish(outcome.status is JobStatus.FINISHED)
+            self._result = outcome
+            self._handle.release()
+            callbacks, self._outcome_callbacks = self._outcome_callbacks, []
+            for callback in callbacks:
+                callback(outcome)
+            level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
+            result = JobExecutionResult(outcome)
+            get_logger().log(level, "flowray: %s", result.summary())
+            table = result.checkpoint_table(SUMMARY_CHECKPOINTS)
+            if table:
+                get_logger().log(level, "flowray: the last checkpoints:\n%s", table)
+            return outcome
+
+    def _log_progress(self) -> None:
+        try:
+            p = self._handle.progress()
+        except Exception:  # progress is best effort
+            return
+        if p:
+            get_logger().info("flowray: job %r running %.0f s: %s source records, %s records "
+                              "in tasks, %s checkpoints, %s restarts",
+                              self._handle.job_name, p.get("running_s", 0.0),
+                              f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}",
+                              p.get("checkpoints", 0), p.get("restarts", 0))
+
+
+class DriverConnections:
+    """Where a driver endpoint gets its channels: ``poll_new`` returns readers of channels
+    that connected since the last call (a restarted task connects again); ``gate`` waits
+    on them."""
+
+    gate: InputGate
+
+    def poll_new(self, timeout_s: float) -> List[ChannelReader]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class DriverEndpoint:
+    """Receives records that sink tasks send to the driver (``print``/``collect``).
+
+    A thread polls the channels; each batch goes to stdout (print) or to a bounded queue
+    (collect), so a slow consumer stops the polling and back-pressure reaches the job
+    through the channel credits. After a failover the restarted sink tasks connect again
+    and their records are delivered too: across restarts print and collect are
+    at-least-once (records after the restored checkpoint are sent again).
+    """
+
+    def __init__(self, endpoint_id: str, mode: str, channel_ids: List[str],
+                 connections: DriverConnections, capacity: int = 16) -> None:
+        self.endpoint_id = endpoint_id
+        self.mode = mode
+        self.channel_ids = channel_ids
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=capacity)
+        self._stop = threading.Event()
+        self._all_ended = threading.Event()
+        self._end_put = False
+        self._connections = connections
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name=f"flowray-driver-{mode}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _deliver(self, records: List[Any]) -> None:
+        if self.mode == "print":
+            sys.stdout.write("".join(f"{r}\n" for r in records))
+            sys.stdout.flush()
+            return
+        while not self._stop.is_set():
+            try:
+                self.queue.put(records, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self) -> None:
+        conns = self._connections
+        latest: Dict[str, ChannelReader] = {}   # newest connection per channel
+        open_readers: List[ChannelReader] = []   # every connection not yet at its end
+        ended: set = set()                       # channels whose newest connection ended
+        wanted = set(self.channel_ids)
+        try:
+            while not self._stop.is_set():
+                for r in conns.poll_new(0.0 if open_readers else 0.05):
+                    latest[r.channel_id] = r
+                    open_readers.append(r)
+                    ended.discard(r.channel_id)
+                for r in (conns.gate.wait(list(open_readers), 0.05) if open_readers else []):
+                    try:
+                        while True:
+                            frame = r.poll()
+                            if frame is None:
+                                break
+                            if type(frame) is RecordBatch:
+                                self._deliver(frame.records)
+                            elif type(frame) is EndOfPartition:
+                                open_readers.remove(r)
+                                if latest.get(r.channel_id) is r:
+                                    ended.add(r.channel_id)
+                                break
+                    except ChannelClosedError:
+                        # the producer died after sending what was read; its restarted
+                        # attempt connects again
+                        open_readers.remove(r)
+                        r.close()
+                if ended >= wanted and not self._all_ended.is_set():
+                    self._all_ended.set()
+                    self._put_end()
+        except BaseException as e:  # noqa: BLE001 - reported to the iterator
+            self.error = e
+        finally:
+            for r in open_readers:
+                r.close()
+            conns.close()
+            if not self._all_ended.is_set():
+                self._put_end()
+
+    def _put_end(self) -> None:
+        if self.mode == "collect" and not self._end_put:
+            self._end_put = True
+            while True:
+                try:
+                    self.queue.put(_END, timeout=0.1)
+                    return
+                except queue.Full:
+                    if self._stop.is_set():
+                        try:
+                            self.queue.get_nowait()
+                        except queue.Empty:
+                            pass
+
+    def finish(self, job_succeeded: bool) -> None:
+        """The job ended: wait for the records already sent, then stop."""
+        if job_succeeded and self._thread.ident is not None:
+            self._all_ended.wait(timeout=30)
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)
+
+
+_END = object()
+
+
+class CollectIterator(Iterator[Any]):
+    """Records of ``execute_and_collect``; closing it cancels a job still running."""
+
+    def __init__(self, client: JobClient, endpoint: DriverEndpoint,
+                 limit: Optional[int] = None) -> None:
+        self._client = client
+        self._endpoint = endpoint
+        self._buffer: List[Any] = []
+        self._pos = 0
+        self._limit = limit
+        self._returned = 0
+        self._done = False
+
+    def __iter__(self) -> "CollectIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._limit is not None and self._returned >= self._limit:
+            self.close()
+            raise StopIteration
+        while self._pos >= len(self._buffer):
+            if self._done:
+                raise StopIteration
+            try:
+                item = self._endpoint.queue.get(timeout=0.2)
+            except queue.Empty:
+                status = self._client.get_job_status()
+                if status in (JobStatus.FAILED, JobStatus.CANCELED):
+                    self._finish()
+                continue
+            if item is _END:
+                self._finish()
+                continue
+            self._buffer, self._pos = item, 0
+        value = self._buffer[self._pos]
+        self._pos += 1
+        self._returned += 1
+        return value
+
+    def _finish(self) -> None:
+        self._done = True
+        self._client.wait()  # raises JobExecutionError if the job failed
+        if self._endpoint.error is not None:
+            raise self._endpoint.error
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if not self._client.get_job_status().is_globally_terminal_state():
+            self._client.cancel()
+        try:
+            self._client.wait()
+        except JobExecutionError:
+            pass
+
+    def __enter__(self) -> "CollectIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

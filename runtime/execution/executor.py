@@ -1,0 +1,109 @@
+"""What executors share: a job prepared for submission, and the executor interface."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+from flowray.operators.sinks import DriverSinkOperator
+
+from flowray.runtime.execution.client import JobClient
+from flowray.common.options import (
+    BLOCKING_PARTITIONS_DIR,
+    CHECKPOINTING_INTERVAL,
+    CHECKPOINTS_DIR,
+    RUNTIME_MODE,
+)
+from flowray.common.configuration import Configuration
+from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
+from flowray.runtime.graph.job_graph import JobGraph, mark_blocking_exchanges
+from flowray.runtime.execution.serialization import dumps_checked, register_user_modules
+
+__all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
+
+
+DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"
+log = logging.getLogger("flowray")
+
+
+def is_batch(conf: Configuration, job_graph: JobGraph) -> bool:
+    """BATCH, or AUTOMATIC with only bounded sources."""
+    mode = conf.get(RUNTIME_MODE)
+    if mode != "AUTOMATIC":
+        return mode == "BATCH"
+    from flowray.operators.sources import Boundedness, SourceOperator
+    for v in job_graph.vertices.values():
+        for op in v.plan.operators.values():
+            if isinstance(op, SourceOperator) and \
+                    op.source.get_boundedness() is not Boundedness.BOUNDED:
+                return False
+    return True
+
+
+def driver_channel_id(endpoint_id: str, subtask: SubtaskId) -> str:
+    return f"driver:{endpoint_id}/{subtask.key}"
+
+
+@dataclass
+class PreparedJob:
+    job_id: str
+    job_name: str
+    job_graph: JobGraph
+    plan_bytes: Dict[str, bytes]
+    config: Dict[str, Any]
+    # endpoint id -> (mode, channel ids the driver must accept)
+    driver_sinks: Dict[str, Tuple[str, List[str]]] = field(default_factory=dict)
+
+    def execution_graph(self) -> ExecutionGraph:
+        return ExecutionGraph(self.job_graph)
+
+
+def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
+    """Serialize every task's code now, so a bad function fails before deployment."""
+    plan_bytes: Dict[str, bytes] = {}
+    driver_sinks: Dict[str, Tuple[str, List[str]]] = {}
+    for v in job_graph.vertices.values():
+        objects: List[Any] = []
+        for op in v.plan.operators.values():
+            objects.append(op)
+            objects.extend(op.user_functions())
+            objects.extend(getattr(p, "key_selector", None) for p in v.plan.partitioners.values())
+        register_user_modules(o for o in objects if o is not None)
+        for op in v.plan.operators.values():
+            dumps_checked(op, f"operator {op.name!r} (uid {op.uid!r})")
+            if isinstance(op, DriverSinkOperator):
+                chans = [driver_channel_id(op.endpoint_id, SubtaskId(v.id, i))
+                         for i in range(v.parallelism)]
+                driver_sinks[op.endpoint_id] = (op.mode, chans)
+        for eid, p in v.plan.partitioners.items():
+            dumps_checked(p, f"the key selector of key_by after {v.name!r}")
+        plan_bytes[v.id] = dumps_checked(v.plan, f"task {v.name!r}")
+    config = dict(config)
+    conf = Configuration(config)
+    if is_batch(conf, job_graph):
+        mark_blocking_exchanges(job_graph)
+        config[RUNTIME_MODE.key] = "BATCH"
+        if conf.get(CHECKPOINTING_INTERVAL) is not None:
+            # as Flink: a BATCH job recovers by re-running stages, not from checkpoints
+            log.warning("flowray: checkpointing is ignored in BATCH mode")
+            config.pop(CHECKPOINTING_INTERVAL.key)
+        if conf.get(BLOCKING_PARTITIONS_DIR) is None:
+            config[BLOCKING_PARTITIONS_DIR.key] = os.path.join(tempfile.gettempdir(),
+                                                               "flowray-partitions")
+    if conf.get(CHECKPOINTING_INTERVAL) is not None and conf.get(CHECKPOINTS_DIR) is None:
+        # resolved here: task actors run in other working directories
+        config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)
+    return PreparedJob(uuid.uuid4().hex[:12], job_graph.job_name, job_graph, plan_bytes,
+                       config, driver_sinks)
+
+
+class JobExecutor(abc.ABC):
+    """Runs prepared jobs somewhere (Ray actors, or threads in this process)."""
+
+    @abc.abstractmethod
+    def submit(self, job: PreparedJob) -> JobClient: ...

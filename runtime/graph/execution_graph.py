@@ -1,0 +1,166 @@
+"""The job graph expanded by parallelism: subtasks and the channels between them.
+
+A forward edge connects producer ``i`` to consumer ``i``; every other edge connects every
+producer subtask to every consumer subtask. Channel ids are ``"<edge>/<producer>-><consumer>"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
+
+from flowray.runtime.graph.job_graph import JobEdge, JobGraph, JobVertex
+
+__all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "ResultPartitionSpec",
+           "TaskDeploymentDescriptor", "ExecutionGraph", "channel_id"]
+
+
+@dataclass(frozen=True, order=True)
+class SubtaskId:
+    vertex_id: str
+    index: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.vertex_id}:{self.index}"
+
+
+def channel_id(edge_id: str, producer: int, consumer: int) -> str:
+    return f"{edge_id}/{producer}->{consumer}"
+
+
+@dataclass(frozen=True)
+class InputChannelSpec:
+    channel_id: str
+    input_index: int
+    producer: SubtaskId
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class OutputEdgeSpec:
+    edge_id: str
+    # (channel id, consumer subtask) in the order the partitioner indexes them
+    channels: Tuple[Tuple[str, SubtaskId], ...]
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class ResultPartitionSpec:
+    """The output of one producer subtask on one edge: one subpartition (channel) per
+    consumer subtask. Blocking partitions are complete before consumers read them."""
+
+    partition_id: str
+    producer: SubtaskId
+    consumers: Tuple[SubtaskId, ...]
+    channel_ids: Tuple[str, ...]
+    blocking: bool
+
+
+@dataclass
+class TaskDeploymentDescriptor:
+    """Everything one subtask needs to run; ``plan_bytes`` holds the user code."""
+
+    job_name: str
+    job_id: str
+    subtask: SubtaskId
+    vertex_name: str
+    parallelism: int
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    plan_bytes: bytes
+    inputs: List[InputChannelSpec]
+    outputs: List[OutputEdgeSpec]
+    num_inputs: int
+    config: Dict[str, Any]
+    attempt: int = 0
+    driver_endpoints: Dict[str, Any] = field(default_factory=dict)
+    # the checkpoint this attempt starts from, and this subtask's state in it
+    restore_checkpoint_id: Optional[int] = None
+    restore_state: Any = None  # flowray.state.snapshot.TaskStateSnapshot
+
+    @property
+    def task_name(self) -> str:
+        return self.vertex_name
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.vertex_name} ({self.subtask.index + 1}/{self.parallelism})"
+
+
+class ExecutionGraph:
+    """Subtasks and channels of a :class:`JobGraph`."""
+
+    def __init__(self, job_graph: JobGraph) -> None:
+        self.job_graph = job_graph
+        self.vertices = job_graph.vertices
+
+    def subtasks(self) -> List[SubtaskId]:
+        return [SubtaskId(v.id, i) for v in self.job_graph.topological_order()
+                for i in range(v.parallelism)]
+
+    def vertex(self, subtask: SubtaskId) -> JobVertex:
+        return self.vertices[subtask.vertex_id]
+
+    def _pairs(self, edge: JobEdge) -> List[Tuple[int, int]]:
+        src, dst = self.vertices[edge.source_vertex], self.vertices[edge.target_vertex]
+        if edge.partitioner.is_pointwise:
+            if src.parallelism != dst.parallelism:
+                raise ValueError(f"pointwise edge {edge.id} with unequal parallelism")
+            return [(i, i) for i in range(src.parallelism)]
+        return [(p, c) for p in range(src.parallelism) for c in range(dst.parallelism)]
+
+    def input_channels(self, subtask: SubtaskId) -> List[InputChannelSpec]:
+        out = []
+        for edge in self.vertex(subtask).inputs:
+            for p, c in self._pairs(edge):
+                if c == subtask.index:
+                    out.append(InputChannelSpec(channel_id(edge.id, p, c), edge.input_index,
+                                                SubtaskId(edge.source_vertex, p),
+                                                edge.result_type == "blocking"))
+        return out
+
+    def output_edges(self, subtask: SubtaskId) -> List[OutputEdgeSpec]:
+        out = []
+        for edge in self.vertex(subtask).outputs:
+            chans = tuple((channel_id(edge.id, p, c), SubtaskId(edge.target_vertex, c))
+                          for p, c in self._pairs(edge) if p == subtask.index)
+            out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking"))
+        return out
+
+    def result_partitions(self) -> List[ResultPartitionSpec]:
+        """Every producer subtask's partition on every edge."""
+        out = []
+        for edge in self.job_graph.edges.values():
+            pairs = self._pairs(edge)
+            for p in range(self.vertices[edge.source_vertex].parallelism):
+                mine = [(c, channel_id(edge.id, p, c)) for pp, c in pairs if pp == p]
+                out.append(ResultPartitionSpec(
+                    f"{edge.id}/{p}", SubtaskId(edge.source_vertex, p),
+                    tuple(SubtaskId(edge.target_vertex, c) for c, _ in mine),
+                    tuple(cid for _, cid in mine), edge.result_type == "blocking"))
+        return out
+
+    def all_channels(self) -> List[str]:
+        return [channel_id(e.id, p, c) for e in self.job_graph.edges.values()
+                for p, c in self._pairs(e)]
+
+    def deployment_descriptor(self, subtask: SubtaskId, job_id: str, plan_bytes: bytes,
+                              config: Dict[str, Any], attempt: int = 0,
+                              driver_endpoints: Dict[str, Any] | None = None,
+                              restore_checkpoint_id: Optional[int] = None,
+                              restore_state: Any = None) -> TaskDeploymentDescriptor:
+        v = self.vertex(subtask)
+        kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism,
+                                                         subtask.index)
+        return TaskDeploymentDescriptor(
+            self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
+            v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
+            self.output_edges(subtask), v.num_inputs, dict(config), attempt,
+            dict(driver_endpoints or {}), restore_checkpoint_id, restore_state)
+
+    def upstream(self) -> Dict[SubtaskId, set]:
+        """Every subtask -> the subtasks it reads from (empty for sources)."""
+        return {s: {i.producer for i in self.input_channels(s)} for s in self.subtasks()}

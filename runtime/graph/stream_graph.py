@@ -1,0 +1,145 @@
+"""Transformations -> :class:`StreamGraph`: :func:`build_stream_graph` resolves virtual
+transformations (partition, union) into edges with partitioners: forward when parallelism
+matches, else rebalance.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+from flowray.operators.base import StreamOperator
+from flowray.operators.sources import SourceOperator
+from flowray.runtime.network.partitioners import (
+    ForwardPartitioner,
+    KeyGroupStreamPartitioner,
+    RebalancePartitioner,
+    StreamPartitioner,
+)
+from flowray.runtime.graph.transformations import (
+    ChainingStrategy,
+    GraphError,
+    OperatorTransformation,
+    PartitionTransformation,
+    Transformation,
+    UnionTransformation,
+)
+
+__all__ = ["StreamEdge", "StreamNode", "StreamGraph", "build_stream_graph"]
+
+
+@dataclass
+class StreamEdge:
+    source_id: int
+    target_id: int
+    partitioner: StreamPartitioner
+    input_index: int = 0
+
+    def __repr__(self) -> str:
+        return f"{self.source_id}-[{self.partitioner.name}]->{self.target_id}.{self.input_index}"
+
+
+@dataclass
+class StreamNode:
+    id: int
+    name: str
+    uid: str
+    operator: StreamOperator
+    parallelism: int
+    max_parallelism: int
+    chaining: ChainingStrategy
+    in_edges: List[StreamEdge] = field(default_factory=list)
+    out_edges: List[StreamEdge] = field(default_factory=list)
+
+    @property
+    def is_source(self) -> bool:
+        return isinstance(self.operator, SourceOperator)
+
+
+@dataclass
+class StreamGraph:
+    job_name: str
+    nodes: Dict[int, StreamNode]
+
+    def topological_order(self) -> List[StreamNode]:
+        return [self.nodes[i] for i in sorted(self.nodes)]  # ids grow with program order
+
+
+def _resolve(t: Transformation) -> List[Tuple[Transformation, Optional[StreamPartitioner]]]:
+    """Physical upstream transformations of ``t`` with the partitioner on the way."""
+    if isinstance(t, PartitionTransformation):
+        return [(phys, t.partitioner) for phys, _ in _resolve(t.inputs[0])]
+    if isinstance(t, UnionTransformation):
+        return [pair for i in t.inputs for pair in _resolve(i)]
+    return [(t, None)]
+
+
+def build_stream_graph(transformations: Sequence[Transformation], job_name: str,
+                       default_parallelism: int, default_max_parallelism: int) -> StreamGraph:
+    """Nodes for every operator transformation, edges with resolved partitioners."""
+    physical: Dict[int, OperatorTransformation] = {}
+
+    def collect(t: Transformation) -> None:
+        if t.id in physical:
+            return
+        for i in t.inputs:
+            collect(i)
+        if isinstance(t, OperatorTransformation):
+            physical[t.id] = t
+
+    for t in transformations:
+        collect(t)
+    if not physical:
+        raise GraphError("the job has no operators: add a source and a sink, then execute()")
+
+    nodes: Dict[int, StreamNode] = {}
+    uids: Dict[str, str] = {}
+    for tid in sorted(physical):
+        t = physical[tid]
+        p = t.parallelism or default_parallelism
+        maxp = t.max_parallelism or default_max_parallelism
+        if p > maxp:
+            raise GraphError(f"operator {t.name!r}: parallelism {p} exceeds max parallelism "
+                             f"{maxp} (pipeline.max-parallelism)")
+        uid = t.uid or f"{type(t.operator).__name__}_{tid}"
+        if uid in uids:
+            raise GraphError(f"uid {uid!r} is used by both {uids[uid]!r} and {t.name!r}; "
+                             "uids must be unique")
+        uids[uid] = t.name
+        t.operator.uid = uid
+        nodes[tid] = StreamNode(tid, t.name, uid, t.operator, p, maxp, t.chaining)
+
+    for tid in sorted(physical):
+        t = physical[tid]
+        target = nodes[tid]
+        n_inputs = target.operator.num_inputs
+        if n_inputs == 2 and len(t.inputs) != 2:
+            raise GraphError(f"operator {t.name!r} needs two inputs")
+        for input_index, inp in enumerate(t.inputs):
+            for phys, partitioner in _resolve(inp):
+                source = nodes[phys.id]
+                partitioner = _edge_partitioner(source, target, partitioner)
+                edge = StreamEdge(source.id, target.id, partitioner,
+                                  input_index if n_inputs == 2 else 0)
+                source.out_edges.append(edge)
+                target.in_edges.append(edge)
+        if n_inputs >= 1 and not target.in_edges:
+            raise GraphError(f"operator {t.name!r} has no input")
+    return StreamGraph(job_name, nodes)
+
+
+def _edge_partitioner(source: StreamNode, target: StreamNode,
+                      partitioner: Optional[StreamPartitioner]) -> StreamPartitioner:
+    if partitioner is None:
+        if source.parallelism == target.parallelism:
+            return ForwardPartitioner()
+        return RebalancePartitioner()
+    if isinstance(partitioner, ForwardPartitioner) and source.parallelism != target.parallelism:
+        raise GraphError(
+            f"forward partitioning does not allow a change of parallelism: {source.name!r} "
+            f"has {source.parallelism}, {target.name!r} has {target.parallelism}; "
+            "use rebalance() or shuffle()")
+    partitioner = copy.copy(partitioner)
+    if isinstance(partitioner, KeyGroupStreamPartitioner):
+        partitioner.max_parallelism = target.max_parallelism
+    return partitioner

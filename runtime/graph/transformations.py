@@ -1,0 +1,88 @@
+"""From the user's program to tasks: transformations -> StreamGraph -> JobGraph.
+
+* A :class:`Transformation` is what a ``DataStream`` call records (lazy, like Flink).
+* :func:`build_stream_graph` resolves virtual transformations (partition, union) into
+  edges with partitioners: forward when parallelism matches, else rebalance.
+* :func:`build_job_graph` chains operators as Flink does: an edge is chained when it is
+  forward, the parallelism matches, the consumer has exactly one input edge and neither side
+  forbids chaining. A chain may branch (one operator feeding two chained operators).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Optional, Sequence
+from flowray.operators.base import StreamOperator
+from flowray.runtime.network.partitioners import (
+    StreamPartitioner,
+)
+
+__all__ = ["GraphError", "ChainingStrategy", "Transformation", "OperatorTransformation", "PartitionTransformation", "UnionTransformation"]
+
+
+class GraphError(ValueError):
+    """The program's dataflow cannot run as written (names the operators involved)."""
+
+
+class ChainingStrategy(enum.Enum):
+    ALWAYS = "ALWAYS"
+    HEAD = "HEAD"      # start a new chain here, but later operators may chain to it
+    NEVER = "NEVER"
+
+
+_ids = itertools.count(1)
+
+
+class Transformation:
+    """A node of the user's program, before graphs are built."""
+
+    def __init__(self, name: str, inputs: Sequence["Transformation"] = ()) -> None:
+        self.id = next(_ids)
+        self.name = name
+        self.inputs = list(inputs)
+        self.uid: Optional[str] = None
+        self.parallelism: Optional[int] = None
+        self.max_parallelism: Optional[int] = None
+        self.chaining = ChainingStrategy.ALWAYS
+
+    @property
+    def is_virtual(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}#{self.id})"
+
+
+class OperatorTransformation(Transformation):
+    def __init__(self, operator: StreamOperator, inputs: Sequence[Transformation] = ()) -> None:
+        super().__init__(operator.name, inputs)
+        self.operator = operator
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.operator.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if hasattr(self, "operator"):
+            self.operator.name = value
+
+
+class PartitionTransformation(Transformation):
+    def __init__(self, input: Transformation, partitioner: StreamPartitioner) -> None:
+        super().__init__(f"Partition({partitioner.name})", [input])
+        self.partitioner = partitioner
+
+    @property
+    def is_virtual(self) -> bool:
+        return True
+
+
+class UnionTransformation(Transformation):
+    def __init__(self, inputs: Sequence[Transformation]) -> None:
+        super().__init__("Union", inputs)
+
+    @property
+    def is_virtual(self) -> bool:
+        return True

@@ -1,0 +1,82 @@
+"""What tasks report to the job master and the job master to the driver: a task's final
+:class:`TaskState` and :class:`TaskResult` (with a :class:`TaskFailure` naming task, operator
+and cause), and the job's :class:`JobStatus` and :class:`JobOutcome`. Plain data, shared by
+``runtime.task``, ``runtime.jobmaster`` and ``runtime.execution`` so none imports another for
+its vocabulary.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from flowray.runtime.graph.execution_graph import SubtaskId
+
+__all__ = ["TaskState", "TaskFailure", "TaskResult", "JobStatus", "JobOutcome"]
+
+
+class TaskState(enum.Enum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    CANCELED = "CANCELED"
+    FAILED = "FAILED"
+
+
+@dataclass
+class TaskFailure:
+    """Why a task failed: where (task, operator) and what (cause and its traceback)."""
+
+    task: str
+    operator: Optional[str]
+    cause_type: str
+    message: str
+    traceback_text: str
+    user_code: bool
+    failed_channel: Optional[str] = None
+    """The input channel whose blocking partition could not be read (missing or
+    truncated), for the failover strategy's rule 2; None for any other failure."""
+
+    def describe(self) -> str:
+        where = f"operator {self.operator!r} in task {self.task!r}" if self.operator \
+            else f"task {self.task!r}"
+        return f"{where} failed: {self.cause_type}: {self.message}"
+
+
+@dataclass
+class TaskResult:
+    subtask: SubtaskId
+    state: TaskState
+    failure: Optional[TaskFailure] = None
+    metrics: Dict[str, Any] = field(default_factory=dict)
+
+
+class JobStatus(enum.Enum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+    RESTARTING = "RESTARTING"
+
+    def is_globally_terminal_state(self) -> bool:
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+@dataclass
+class JobOutcome:
+    """What the job master reports when a job ends."""
+
+    job_id: str
+    job_name: str
+    status: JobStatus
+    duration_ms: float
+    failure: Optional[TaskFailure] = None
+    task_metrics: List[Dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    checkpoints: int = 0
+    checkpoint_stats: Dict[str, Any] = field(default_factory=dict)
+    job_master_restarts: int = 0

@@ -1,0 +1,108 @@
+"""The channel contract. A channel is FIFO from one producer subtask to one consumer subtask.
+
+* ``ChannelWriter.write(frame)`` sends one frame. It blocks while the writer holds
+  ``credits`` unacknowledged frames (credit-based back-pressure), so a slow consumer bounds
+  its producers' memory. Every frame gets the next sequence number.
+* ``ChannelReader.poll()`` returns the next frame or ``None`` when none has arrived yet; it
+  never blocks. Taking a frame returns its credit to the writer. A gap or a replayed
+  sequence number raises :class:`ChannelSequenceError`; a peer that vanished before
+  end-of-partition raises :class:`ChannelClosedError`.
+* ``close()`` is idempotent on both ends.
+* An :class:`InputGate` waits until one of several readers has a frame.
+
+Transports: :mod:`~flowray.runtime.network.in_process` (threads; unit tests and the local
+executor), :mod:`~flowray.runtime.network.socket_transport` (unix/TCP stream per channel),
+:mod:`~flowray.runtime.network.ray_transport` (actor calls) and
+:mod:`~flowray.runtime.network.blocking_partition` (files, for BATCH exchanges).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+from flowray.runtime.network.elements import (
+    Frame,
+)
+
+__all__ = ["ChannelError", "ChannelClosedError", "ChannelSequenceError", "ChannelStats", "ChannelWriter", "ChannelReader", "InputGate"]
+
+
+class ChannelError(RuntimeError):
+    """A channel broke: the peer is gone or frames arrived out of order."""
+
+
+class ChannelClosedError(ChannelError):
+    pass
+
+
+class ChannelSequenceError(ChannelError):
+    pass
+
+
+@dataclass
+class ChannelStats:
+    """What a writer observed; ``max_in_flight`` never exceeds the credits."""
+
+    frames: int = 0
+    bytes: int = 0
+    records: int = 0
+    max_in_flight: int = 0
+    blocked: int = 0  # times a write waited for credit (back-pressure)
+    blocked_ms: float = 0.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ChannelWriter(abc.ABC):
+    channel_id: str
+    credits: int
+    stats: ChannelStats
+
+    @abc.abstractmethod
+    def write(self, frame: Frame) -> None: ...
+
+    @abc.abstractmethod
+    def in_flight(self) -> int:
+        """Frames written but not yet taken by the reader."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class ChannelReader(abc.ABC):
+    channel_id: str
+
+    @abc.abstractmethod
+    def poll(self) -> Optional[Frame]: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class InputGate(abc.ABC):
+    """Waits for frames on any of a set of readers."""
+
+    @abc.abstractmethod
+    def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
+        """Readers among ``readers`` that may have a frame; empty after ``timeout_s``."""
+
+    def close(self) -> None:
+        pass
+
+
+class _SequenceChecker:
+    __slots__ = ("channel_id", "expected")
+
+    def __init__(self, channel_id: str) -> None:
+        self.channel_id = channel_id
+        self.expected = 0
+
+    def check(self, seq: int) -> None:
+        if seq != self.expected:
+            what = "gap" if seq > self.expected else "replayed frame"
+            raise ChannelSequenceError(
+                f"channel {self.channel_id}: {what}: expected frame {self.expected}, got {seq}"
+            )
+        self.expected += 1

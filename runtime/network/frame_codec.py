@@ -1,0 +1,96 @@
+"""Frames on the wire: a header (payload length u32, kind u8, sequence number u64) and a
+pickle-5 body. Records, watermarks, barriers, cancellation markers and end-of-partition are
+all frames of one stream, so their order holds by construction.
+
+>>> from flowray.runtime.network.elements import RecordBatch
+>>> data = encode_frame(RecordBatch([1, 2]), seq=7)
+>>> frame_sequence_number(data)
+7
+>>> length, kind, seq = HEADER.unpack_from(data)
+>>> decode_frame(kind, data[HEADER.size:]).records
+[1, 2]
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from array import array
+from typing import Any
+from flowray.runtime.network.elements import (
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    Frame,
+    RecordBatch,
+    Watermark,
+)
+from flowray.runtime.network.channel import ChannelError
+
+__all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame"]
+
+
+# header: payload length (u32), kind (u8), sequence number (u64)
+HEADER = struct.Struct("<IBQ")
+
+
+_KG_COUNT = struct.Struct("<I")
+
+
+_WM = struct.Struct("<q")
+
+
+_RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
+
+
+def encode_frame(frame: Frame, seq: int) -> bytes:
+    """Header + payload bytes of one frame."""
+    if type(frame) is RecordBatch:
+        body = pickle.dumps(frame.records, protocol=5)
+        if frame.key_groups is None:
+            kind = _RECORDS
+        else:
+            kind = _RECORDS_KG
+            kgs = array("H", frame.key_groups).tobytes()
+            body = _KG_COUNT.pack(len(kgs)) + kgs + body
+    elif type(frame) is Watermark:
+        kind, body = _WATERMARK, _WM.pack(frame.timestamp)
+    elif type(frame) is EndOfPartition:
+        kind, body = _EOP, b""
+    elif type(frame) is CheckpointBarrier:
+        kind, body = _BARRIER, pickle.dumps(
+            (frame.checkpoint_id, frame.timestamp, frame.is_savepoint))
+    elif type(frame) is CancelCheckpointMarker:
+        kind, body = _CANCEL, pickle.dumps(frame.checkpoint_id)
+    else:
+        raise TypeError(f"not a channel frame: {frame!r}")
+    return HEADER.pack(len(body), kind, seq) + body
+
+
+def frame_sequence_number(data: bytes) -> int:
+    """The sequence number in an encoded frame's header."""
+    return HEADER.unpack_from(data, 0)[2]
+
+
+_EOP_FRAME = EndOfPartition()
+
+
+def decode_frame(kind: int, body: Any) -> Frame:
+    """The frame of ``kind`` whose payload is the bytes-like ``body``."""
+    if kind == _RECORDS:
+        return RecordBatch(pickle.loads(body))
+    if kind == _RECORDS_KG:
+        (n,) = _KG_COUNT.unpack_from(body, 0)
+        kgs = array("H")
+        kgs.frombytes(body[4:4 + n])
+        return RecordBatch(pickle.loads(body[4 + n:]), kgs.tolist())
+    if kind == _WATERMARK:
+        return Watermark(_WM.unpack_from(body, 0)[0])
+    if kind == _EOP:
+        return _EOP_FRAME
+    if kind == _BARRIER:
+        cid, ts, sp = pickle.loads(body)
+        return CheckpointBarrier(cid, ts, sp)
+    if kind == _CANCEL:
+        return CancelCheckpointMarker(pickle.loads(body))
+    raise ChannelError(f"unknown frame kind {kind}")

@@ -1,0 +1,201 @@
+"""Partitioners decide which downstream channel gets each record; ``RecordWriter`` batches.
+
+Partitioners are picklable definitions; ``route`` works a whole batch at a time so the
+per-record cost stays a few list operations.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, List, Optional, Sequence
+
+from flowray.state.key_groups import KeyGroupAssigner, compute_operator_index_for_key_group
+from flowray.runtime.network.channel import ChannelWriter
+from flowray.runtime.network.elements import Frame, RecordBatch
+
+__all__ = [
+    "StreamPartitioner",
+    "ForwardPartitioner",
+    "RebalancePartitioner",
+    "ShufflePartitioner",
+    "BroadcastPartitioner",
+    "GlobalPartitioner",
+    "KeyGroupStreamPartitioner",
+    "RecordWriter",
+]
+
+
+class StreamPartitioner:
+    """Routes batches over ``n`` channels. ``setup`` is called once per producer subtask."""
+
+    name = "?"
+    is_pointwise = False  # forward: producer i talks only to consumer i
+    is_broadcast = False
+
+    def setup(self, num_channels: int, subtask_index: int) -> None:
+        self.n = num_channels
+
+    def route(self, records: List[Any], out: List[List[Any]],
+              out_kgs: Optional[List[List[int]]]) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class ForwardPartitioner(StreamPartitioner):
+    name = "FORWARD"
+    is_pointwise = True
+
+    def route(self, records, out, out_kgs):
+        out[0].extend(records)
+
+
+class RebalancePartitioner(StreamPartitioner):
+    """Round robin, starting at a random channel per producer (as Flink)."""
+
+    name = "REBALANCE"
+
+    def setup(self, num_channels: int, subtask_index: int) -> None:
+        super().setup(num_channels, subtask_index)
+        self._next = random.Random(subtask_index).randrange(num_channels)
+
+    def route(self, records, out, out_kgs):
+        n = self.n
+        if n == 1:
+            out[0].extend(records)
+            return
+        start = self._next
+        for i in range(n):
+            out[(start + i) % n].extend(records[i::n])
+        self._next = (start + len(records)) % n
+
+
+class ShufflePartitioner(StreamPartitioner):
+    name = "SHUFFLE"
+
+    def setup(self, num_channels: int, subtask_index: int) -> None:
+        super().setup(num_channels, subtask_index)
+        self._rand = random.Random().randrange
+
+    def route(self, records, out, out_kgs):
+        n, rand = self.n, self._rand
+        for r in records:
+            out[rand(n)].append(r)
+
+
+class BroadcastPartitioner(StreamPartitioner):
+    name = "BROADCAST"
+    is_broadcast = True
+
+    def route(self, records, out, out_kgs):
+        for o in out:
+            o.extend(records)
+
+
+class GlobalPartitioner(StreamPartitioner):
+    name = "GLOBAL"
+
+    def route(self, records, out, out_kgs):
+        out[0].extend(records)
+
+
+class KeyGroupStreamPartitioner(StreamPartitioner):
+    """``key_by``: record -> key -> key group -> the subtask owning that key group.
+
+    The key group travels with the record so the consumer does not hash it again.
+    """
+
+    name = "HASH"
+
+    def __init__(self, key_selector: Callable[[Any], Any], max_parallelism: int) -> None:
+        self.key_selector = key_selector
+        self.max_parallelism = max_parallelism
+
+    def setup(self, num_channels: int, subtask_index: int) -> None:
+        super().setup(num_channels, subtask_index)
+        maxp = self.max_parallelism
+        self._assign = KeyGroupAssigner(maxp)
+        self._channel_of = [compute_operator_index_for_key_group(maxp, num_channels, kg)
+                            for kg in range(maxp)]
+
+    def route(self, records, out, out_kgs):
+        key_of, assign, channel_of = self.key_selector, self._assign, self._channel_of
+        assert out_kgs is not None
+        try:
+            for r in records:
+                kg = assign(key_of(r))
+                c = channel_of[kg]
+                out[c].append(r)
+                out_kgs[c].append(kg)
+        except Exception as e:
+            raise KeySelectorError(self.key_selector, e) from e
+
+
+class KeySelectorError(Exception):
+    """The user's key selector raised or returned an unhashable key."""
+
+    def __init__(self, selector: Any, cause: BaseException) -> None:
+        super().__init__(f"key selector {getattr(selector, '__name__', selector)!r} failed: "
+                         f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+
+
+class RecordWriter:
+    """One output edge of a task: partition, batch per channel, flush at size or timeout."""
+
+    def __init__(self, partitioner: StreamPartitioner, writers: Sequence[ChannelWriter],
+                 subtask_index: int, batch_size: int) -> None:
+        self.partitioner = partitioner
+        self.writers = list(writers)
+        self.batch_size = batch_size
+        partitioner.setup(len(self.writers), subtask_index)
+        self._keyed = isinstance(partitioner, KeyGroupStreamPartitioner)
+        n = len(self.writers)
+        self._pending: List[List[Any]] = [[] for _ in range(n)]
+        self._pending_kgs: Optional[List[List[int]]] = (
+            [[] for _ in range(n)] if self._keyed else None)
+        self.pending_since_ms: Optional[float] = None
+        self.records_out = 0
+
+    def emit(self, records: List[Any], now_ms: float = 0.0) -> None:
+        if not records:
+            return
+        self.partitioner.route(records, self._pending, self._pending_kgs)
+        self.records_out += len(records)
+        size = self.batch_size
+        pending = self._pending
+        for i in range(len(pending)):
+            if len(pending[i]) >= size:
+                self._flush_channel(i)
+        if self.pending_since_ms is None and any(pending):
+            self.pending_since_ms = now_ms
+
+    def _flush_channel(self, i: int) -> None:
+        records = self._pending[i]
+        if not records:
+            return
+        size = self.batch_size
+        kgs = self._pending_kgs[i] if self._pending_kgs is not None else None
+        writer = self.writers[i]
+        for start in range(0, len(records), size):
+            writer.write(RecordBatch(records[start:start + size],
+                                     None if kgs is None else kgs[start:start + size]))
+        self._pending[i] = []
+        if self._pending_kgs is not None:
+            self._pending_kgs[i] = []
+
+    def flush(self) -> None:
+        for i in range(len(self.writers)):
+            self._flush_channel(i)
+        self.pending_since_ms = None
+
+    def broadcast_event(self, frame: Frame) -> None:
+        """Flush, then send ``frame`` on every channel (events follow the data before them)."""
+        self.flush()
+        for w in self.writers:
+            w.write(frame)
+
+    def close(self) -> None:
+        for w in self.writers:
+            w.close()

@@ -1,0 +1,351 @@
+"""Socket transport: one stream connection per channel (unix socket on one node, TCP across).
+
+The consumer task listens; each producer connects, sends a hello naming its channel, then
+writes frames. The reader returns credits on the same connection (4 bytes per taken frame),
+and the writer blocks reading credits when it has none left. A blocked (aligning) input is
+simply not read: its credits run out and its producer slows, which is Flink's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import selectors
+import socket
+import struct
+import tempfile
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Sequence
+
+from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
+from flowray.runtime.network.channel import (
+    ChannelClosedError,
+    ChannelError,
+    ChannelReader,
+    ChannelStats,
+    ChannelWriter,
+    InputGate,
+    _SequenceChecker,
+)
+from flowray.runtime.network.elements import EndOfPartition, Frame, RecordBatch
+
+__all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
+           "connect_channel"]
+
+_CREDIT = struct.Struct("<I")
+_HELLO_LEN = struct.Struct("<I")
+_RECV_CHUNK = 1 << 20
+
+
+def _socket_dir() -> str:
+    # Unix socket paths must stay under ~107 bytes: keep them in a short folder.
+    base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+    path = os.path.join(base, f"flowray-{os.getuid()}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+class SocketListener:
+    """A task's data-plane endpoint: a unix socket and a TCP socket, both listening."""
+
+    def __init__(self, node_id: str = "", host: str = "127.0.0.1") -> None:
+        self.node_id = node_id
+        self.unix_path = os.path.join(_socket_dir(), uuid.uuid4().hex[:16] + ".sock")
+        self._unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._unix.bind(self.unix_path)
+        self._unix.listen(1024)
+        self._tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._tcp.bind((host, 0))
+        self._tcp.listen(1024)
+        self.tcp_address = (host, self._tcp.getsockname()[1])
+        self._closed = False
+
+    def address(self) -> Dict[str, Any]:
+        return {"node_id": self.node_id, "unix": self.unix_path, "tcp": self.tcp_address}
+
+    def accept(self, channel_ids: Sequence[str], timeout_s: float,
+               should_stop: Any = None) -> Dict[str, "SocketChannelReader"]:
+        """Accept until every channel in ``channel_ids`` has connected."""
+        wanted = set(channel_ids)
+        readers: Dict[str, SocketChannelReader] = {}
+        deadline = time.monotonic() + timeout_s
+        sel = selectors.DefaultSelector()
+        sel.register(self._unix, selectors.EVENT_READ)
+        sel.register(self._tcp, selectors.EVENT_READ)
+        try:
+            while wanted - set(readers):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(wanted - set(readers))
+                    raise ChannelError(
+                        f"timed out waiting for producers to connect: {', '.join(missing[:5])}"
+                        + (" ..." if len(missing) > 5 else ""))
+                if should_stop is not None and should_stop():
+                    raise ChannelClosedError("cancelled while waiting for producers")
+                for key, _ in sel.select(min(left, 0.2)):
+                    reader = self._accept_one(key.fileobj, timeout_s)
+                    channel_id = reader.channel_id
+                    if channel_id not in wanted or channel_id in readers:
+                        reader.close()
+                        raise ChannelError(f"unexpected producer for channel {channel_id!r}")
+                    readers[channel_id] = reader
+        finally:
+            sel.close()
+        return readers
+
+    @staticmethod
+    def _accept_one(listening: Any, timeout_s: float) -> "SocketChannelReader":
+        conn, _ = listening.accept()
+        conn.setblocking(True)
+        conn.settimeout(timeout_s)
+        (n,) = _HELLO_LEN.unpack(_recv_exact(conn, _HELLO_LEN.size))
+        channel_id = pickle.loads(_recv_exact(conn, n))
+        conn.settimeout(None)
+        if conn.family == socket.AF_INET:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.setblocking(False)
+        return SocketChannelReader(channel_id, conn)
+
+    def accept_ready(self, allowed: Any, timeout_s: float) -> List["SocketChannelReader"]:
+        """Connections that arrive within ``timeout_s`` for channels in ``allowed``; a
+        channel may connect again (a restarted producer). Others are closed."""
+        out: List[SocketChannelReader] = []
+        sel = selectors.DefaultSelector()
+        sel.register(self._unix, selectors.EVENT_READ)
+        sel.register(self._tcp, selectors.EVENT_READ)
+        try:
+            for key, _ in sel.select(timeout_s):
+                try:
+                    reader = self._accept_one(key.fileobj, 10.0)
+                except (OSError, ChannelClosedError):
+                    continue
+                if reader.channel_id in allowed:
+                    out.append(reader)
+                else:
+                    reader.close()
+        finally:
+            sel.close()
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for s in (self._unix, self._tcp):
+            try:
+                s.close()
+            except OSError:
+                pass
+        try:
+            os.unlink(self.unix_path)
+        except OSError:
+            pass
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ChannelClosedError("connection closed during handshake")
+        buf += chunk
+    return bytes(buf)
+
+
+def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
+                    my_node_id: str = "", timeout_s: float = 30.0) -> "SocketChannelWriter":
+    """Open the producer end of ``channel_id`` to the listener at ``address``."""
+    if address.get("node_id", "") == my_node_id and os.path.exists(address["unix"]):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout_s)
+        sock.connect(address["unix"])
+    else:
+        sock = socket.create_connection(tuple(address["tcp"]), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(None)
+    hello = pickle.dumps(channel_id)
+    sock.sendall(_HELLO_LEN.pack(len(hello)) + hello)
+    return SocketChannelWriter(channel_id, sock, credits)
+
+
+class SocketChannelWriter(ChannelWriter):
+    def __init__(self, channel_id: str, sock: socket.socket, credits: int) -> None:
+        self.channel_id = channel_id
+        self.credits = credits
+        self.stats = ChannelStats()
+        self._sock = sock
+        self._available = credits
+        self._seq = 0
+        self._pending_credit = b""
+        self.closed = False
+
+    def in_flight(self) -> int:
+        """Frames not yet taken by the reader (reads returned credits without blocking)."""
+        try:
+            data = self._sock.recv(4096, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            data = None
+        except OSError:
+            data = None
+        if data:
+            self._take_credits(data)
+        return self.credits - self._available
+
+    def _take_credits(self, data: bytes) -> None:
+        data = self._pending_credit + data
+        whole = len(data) - len(data) % 4
+        for (c,) in _CREDIT.iter_unpack(data[:whole]):
+            self._available += c
+        self._pending_credit = data[whole:]
+
+    def write(self, frame: Frame) -> None:
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.channel_id}: write after close")
+        if self._available <= 0:
+            self.stats.blocked += 1
+            t0 = time.monotonic()
+            while self._available <= 0:
+                data = self._sock.recv(4096)
+                if not data:
+                    raise ChannelClosedError(
+                        f"channel {self.channel_id}: the consumer closed the connection")
+                self._take_credits(data)
+            self.stats.blocked_ms += (time.monotonic() - t0) * 1000
+        data = encode_frame(frame, self._seq)
+        try:
+            self._sock.sendall(data)
+        except OSError as e:
+            raise ChannelClosedError(f"channel {self.channel_id}: send failed: {e}") from e
+        self._seq += 1
+        self._available -= 1
+        st = self.stats
+        st.frames += 1
+        st.bytes += len(data)
+        if type(frame) is RecordBatch:
+            st.records += len(frame.records)
+        flight = self.credits - self._available
+        if flight > st.max_in_flight:
+            st.max_in_flight = flight
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class SocketChannelReader(ChannelReader):
+    def __init__(self, channel_id: str, sock: socket.socket) -> None:
+        self.channel_id = channel_id
+        self.sock = sock
+        self._buf = bytearray()
+        self._pos = 0
+        self._seqs = _SequenceChecker(channel_id)
+        self._ended = False
+        self._eof = False
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def has_frames(self) -> bool:
+        avail = len(self._buf) - self._pos
+        if avail < HEADER.size:
+            return False
+        return avail >= HEADER.size + HEADER.unpack_from(self._buf, self._pos)[0]
+
+    def _next_buffered(self) -> Optional[Frame]:
+        buf, pos = self._buf, self._pos
+        avail = len(buf) - pos
+        if avail < HEADER.size:
+            return None
+        length, kind, seq = HEADER.unpack_from(buf, pos)
+        end = pos + HEADER.size + length
+        if len(buf) < end:
+            return None
+        self._seqs.check(seq)
+        with memoryview(buf) as view:
+            frame = decode_frame(kind, view[pos + HEADER.size:end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        elif end > _RECV_CHUNK:
+            del buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+        try:
+            self.sock.send(_CREDIT.pack(1))
+        except OSError:
+            # The producer may close right after end-of-partition while frames are still
+            # buffered here; a producer that died shows up as end-of-stream without EOP.
+            pass
+        if type(frame) is EndOfPartition:
+            self._ended = True
+        return frame
+
+    def poll(self) -> Optional[Frame]:
+        frame = self._next_buffered()
+        if frame is not None or self._eof:
+            if frame is None and not self._ended:
+                self._ended = True
+                raise ChannelClosedError(
+                    f"channel {self.channel_id}: the producer closed the connection "
+                    "before end-of-partition (did its task die?)")
+            return frame
+        try:
+            data = self.sock.recv(_RECV_CHUNK)
+        except BlockingIOError:
+            return None
+        except OSError as e:
+            raise ChannelClosedError(f"channel {self.channel_id}: {e}") from e
+        if not data:
+            self._eof = True
+            return self.poll()
+        self._buf += data
+        return self._next_buffered()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class SocketInputGate(InputGate):
+    def __init__(self) -> None:
+        self._sel = selectors.DefaultSelector()
+        self._registered: Dict[int, SocketChannelReader] = {}
+
+    def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
+        ready = [r for r in readers if r.has_frames() or r._eof]  # type: ignore[attr-defined]
+        if ready:
+            return ready
+        wanted = {r.fileno(): r for r in readers}  # type: ignore[attr-defined]
+        for fd in list(self._registered):
+            if fd not in wanted:
+                self._sel.unregister(fd)
+                del self._registered[fd]
+        for fd, r in wanted.items():
+            if fd not in self._registered:
+                self._sel.register(fd, selectors.EVENT_READ, r)
+                self._registered[fd] = r  # type: ignore[assignment]
+        if not wanted:
+            time.sleep(max(0.0, min(timeout_s, 0.05)))
+            return []
+        return [key.data for key, _ in self._sel.select(max(0.0, timeout_s))]
+
+    def close(self) -> None:
+        self._sel.close()

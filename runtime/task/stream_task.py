@@ -1,0 +1,532 @@
+"""One subtask's life: build the operator chain, read inputs, run operators, write outputs.
+
+Pure of Ray: the shell (a Ray actor, or a thread in the local executor) supplies a
+:class:`~flowray.runtime.task.environment.TaskEnvironment` with channels. The task runs in
+one thread; other threads talk to it only through :meth:`StreamTask.cancel` and the mailbox
+(actions run between batches).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional
+import cloudpickle
+from flowray.operators.base import (
+    BroadcastingOutput,
+    ChainedOutput,
+    OperatorContext,
+    Output,
+    ProcessingTimeService,
+    StateInitializationContext,
+    StreamOperator,
+    UserFunctionError,
+)
+from flowray.operators.sources import SourceOperator
+from flowray.state.state_backend import create_keyed_backend
+from flowray.state.operator_state import OperatorStateStore
+from flowray.state.snapshot import TaskStateSnapshot
+from flowray.runtime.network.blocking_partition import (
+    BlockingPartitionStore,
+    MixedInputGate,
+    PartitionNotFoundError,
+)
+from flowray.runtime.task.barrier_handler import (
+    AbortCheckpoint,
+    BarrierHandler,
+    TriggerCheckpoint,
+    create_barrier_handler,
+)
+from flowray.runtime.network.channel import ChannelReader, InputGate
+from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
+from flowray.common.options import (
+    BLOCKING_PARTITIONS_DIR,
+    BUFFER_TIMEOUT,
+    CHANNEL_BATCH_SIZE,
+    CHECKPOINTING_INTERVAL,
+    CHECKPOINTING_MODE,
+    MEMORY_THRESHOLD,
+)
+from flowray.common.configuration import Configuration
+from flowray.runtime.network.elements import (
+    MAX_WATERMARK,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    RecordBatch,
+    Watermark,
+)
+from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
+from flowray.runtime.graph.job_graph import TaskPlan
+from flowray.runtime.network.partitioners import KeySelectorError, RecordWriter
+from flowray.runtime.task.subtask_checkpoints import (
+    SubtaskCheckpointCoordinator,
+)
+from flowray.runtime.task.watermark_valve import WatermarkValve
+from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
+from flowray.runtime.task.environment import DriverChannel, TaskEnvironment, _WriterOutput
+
+__all__ = ["TaskCancelled", "StreamTask"]
+
+
+class TaskCancelled(Exception):
+    pass
+
+
+def _no_storage(path: str) -> bytes:
+    raise FileNotFoundError(f"{path}: no checkpoint storage configured to read it from")
+
+
+class StreamTask:
+    """Runs one subtask to completion. ``run()`` returns a :class:`TaskResult`; it never
+    raises for failures inside the job (those are the result)."""
+
+    IDLE_SOURCE_WAIT_S = 0.005
+    MAX_WAIT_S = 0.1
+    FRAMES_PER_TURN = 8
+
+    def __init__(self, tdd: TaskDeploymentDescriptor, env: TaskEnvironment) -> None:
+        self.tdd = tdd
+        self.env = env
+        self.clock = env.clock
+        config = Configuration(tdd.config)
+        self.batch_size = config.get(CHANNEL_BATCH_SIZE)
+        self.buffer_timeout_ms = config.get(BUFFER_TIMEOUT)
+        self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
+        self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
+        self.state = TaskState.CREATED
+        self._cancelled = threading.Event()
+        self._mailbox: Deque[Callable[[], None]] = deque()
+        self._wakeup = threading.Event()
+        restored: Optional[TaskStateSnapshot] = tdd.restore_state
+        # restored from a checkpoint taken after this subtask finished (or after its
+        # operators finished): emit nothing, run no finish() again, just end
+        self.finished_on_restore = bool(restored is not None
+                                        and (restored.finished or restored.input_ended))
+        self._input_ended = False       # operators finished, end-of-partition sent
+        self._final_checkpoint: Optional[int] = None  # first checkpoint after input ended
+        self._final_checkpoint_done = False
+        self.barrier_handler: Optional[BarrierHandler] = None
+        self.checkpointer: Optional[SubtaskCheckpointCoordinator] = None
+        self.records_in = 0
+        self.operators: List[StreamOperator] = []
+        self.record_writers: Dict[str, RecordWriter] = {}
+        self.readers: Dict[str, ChannelReader] = {}
+        self._driver_channels: List[DriverChannel] = []
+        self._started = 0.0
+        self._finished = 0.0
+
+    # -- control (any thread) ----------------------------------------------------------
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._wakeup.set()
+
+    def submit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` in the task thread between two batches (Flink's mailbox)."""
+        self._mailbox.append(action)
+        self._wakeup.set()
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int,
+                           is_savepoint: bool = False) -> None:
+        """The job master triggers this task directly (a source, or a task whose inputs'
+        producers have all finished)."""
+        self.submit(lambda: self._on_direct_trigger(
+            CheckpointBarrier(checkpoint_id, timestamp, is_savepoint)))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.submit(lambda: self._on_checkpoint_complete(checkpoint_id))
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.submit(lambda: self._on_checkpoint_aborted(checkpoint_id))
+
+    def metrics(self) -> Dict[str, Any]:
+        channels = {}
+        for rw in self.record_writers.values():
+            for w in rw.writers:
+                channels[w.channel_id] = w.stats.to_dict()
+        end = self._finished or time.monotonic()
+        return {
+            "task": self.tdd.display_name,
+            "is_source": self.tdd.num_inputs == 0,
+            "state": self.state.value,
+            "records_in": self.records_in,
+            "records_out": sum(rw.records_out for rw in self.record_writers.values()),
+            "duration_ms": round((end - self._started) * 1000, 1) if self._started else 0.0,
+            "channels": channels,
+        }
+
+    # -- life cycle --------------------------------------------------------------------
+    def run(self) -> TaskResult:
+        self._started = time.monotonic()
+        self.state = TaskState.RUNNING
+        try:
+            self._setup()
+            if self.tdd.num_inputs == 0:
+                self._run_source()
+            else:
+                self._run_inputs()
+            self._end_input()
+            self._await_final_checkpoint()
+            self._close_operators()
+            self.state = TaskState.FINISHED
+            return TaskResult(self.tdd.subtask, TaskState.FINISHED, None, self._final_metrics())
+        except TaskCancelled:
+            self.state = TaskState.CANCELED
+            return TaskResult(self.tdd.subtask, TaskState.CANCELED, None, self._final_metrics())
+        except BaseException as e:  # noqa: BLE001 - every failure becomes the result
+            if self._cancelled.is_set():
+                self.state = TaskState.CANCELED
+                return TaskResult(self.tdd.subtask, TaskState.CANCELED, None,
+                                  self._final_metrics())
+            self.state = TaskState.FAILED
+            return TaskResult(self.tdd.subtask, TaskState.FAILED, self._failure(e),
+                              self._final_metrics())
+        finally:
+            self._release()
+
+    def _final_metrics(self) -> Dict[str, Any]:
+        self._finished = time.monotonic()
+        return self.metrics()
+
+    def _failure(self, e: BaseException) -> TaskFailure:
+        task = self.tdd.display_name
+        if isinstance(e, UserFunctionError):
+            return TaskFailure(task, e.operator_name, e.cause_type, e.cause_message,
+                               e.traceback_text, True)
+        if isinstance(e, KeySelectorError):
+            cause = e.cause
+            return TaskFailure(task, "key_by key selector", type(cause).__name__, str(cause),
+                               "".join(traceback.format_exception(type(cause), cause,
+                                                                  cause.__traceback__)), True)
+        return TaskFailure(task, None, type(e).__name__, str(e),
+                           "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+                           False, failed_channel=(e.channel_id or None) if isinstance(
+                               e, PartitionNotFoundError) else None)
+
+    def _check_cancel(self) -> None:
+        if self._cancelled.is_set():
+            raise TaskCancelled()
+
+    # -- setup -------------------------------------------------------------------------
+    def _setup(self) -> None:
+        tdd = self.tdd
+        try:
+            plan: TaskPlan = cloudpickle.loads(tdd.plan_bytes)
+        except Exception as e:
+            raise RuntimeError(f"task {tdd.display_name}: cannot load the job's functions: "
+                               f"{type(e).__name__}: {e}") from e
+        self.plan = plan
+        backend = (create_keyed_backend(tdd.config, tdd.key_group_range,
+                                        tdd.max_parallelism, tdd.job_id, tdd.subtask.key,
+                                        tdd.attempt)
+                   if plan.keyed else None)
+        self.keyed_backend = backend
+        self.timers = ProcessingTimeService(self.clock)
+        ctx = OperatorContext(
+            task_name=tdd.vertex_name, subtask_index=tdd.subtask.index,
+            parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
+            key_group_range=tdd.key_group_range, processing_time_service=self.timers,
+            attempt_number=tdd.attempt, keyed_backend=backend,
+            open_driver_channel=self._open_driver_channel)
+
+        for out in tdd.outputs:
+            if out.blocking:  # BATCH: the whole output goes to files, read later
+                writers = [self._partitions().writer(cid) for cid, _ in out.channels]
+            else:
+                writers = [self.env.open_output(cid, consumer)
+                           for cid, consumer in out.channels]
+            self.record_writers[out.edge_id] = RecordWriter(
+                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size)
+        if tdd.inputs:
+            self._open_inputs()
+            self.barrier_handler = create_barrier_handler(
+                self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock)
+        self._check_cancel()
+
+        # wire outputs tail-first so every operator's output exists when it is set up
+        order = self._chain_order(plan)
+        for node_id in reversed(order):
+            outputs: List[Output] = [ChainedOutput(plan.operators[c])
+                                     for c in plan.chained.get(node_id, [])]
+            outputs += [_WriterOutput(self.record_writers[eid], self.clock)
+                        for eid in plan.network_outputs.get(node_id, [])]
+            output = outputs[0] if len(outputs) == 1 else BroadcastingOutput(outputs)
+            plan.operators[node_id].setup(ctx, output)
+        self.operators = [plan.operators[n] for n in order]
+        self.head = plan.operators[plan.head]
+        self._initialize_state()
+        for op in reversed(self.operators):
+            op.open()
+
+    def _partitions(self) -> BlockingPartitionStore:
+        store = getattr(self, "_partition_store", None)
+        if store is None:
+            root = Configuration(self.tdd.config).get(BLOCKING_PARTITIONS_DIR)
+            store = self._partition_store = BlockingPartitionStore(root, self.tdd.job_id)
+        return store
+
+    def _open_inputs(self) -> None:
+        """Pipelined inputs from the environment, blocking ones from their files."""
+        tdd = self.tdd
+        pipelined = [i.channel_id for i in tdd.inputs if not i.blocking]
+        blocking = [i.channel_id for i in tdd.inputs if i.blocking]
+        readers: Dict[str, ChannelReader] = {}
+        gate: Optional[InputGate] = None
+        if pipelined:
+            readers, gate = self.env.open_inputs(pipelined, self._cancelled.is_set)
+        if blocking:
+            readers = dict(readers)
+            for cid in blocking:
+                readers[cid] = self._partitions().reader(cid)
+            gate = MixedInputGate(gate)
+        self.readers, self.gate = readers, gate
+
+    def _initialize_state(self) -> None:
+        """Restore keyed and operator state (if any), then each operator's own state."""
+        tdd = self.tdd
+        restored: Optional[TaskStateSnapshot] = tdd.restore_state
+        storage = None
+        if self.checkpointing or restored is not None:
+            storage = checkpoint_storage_from_config(Configuration(tdd.config), tdd.job_id)
+        self._storage = storage
+        op_states = restored.operators if restored is not None else {}
+        if self.keyed_backend is not None and restored is not None:
+            handles = [s.keyed for s in op_states.values() if s.keyed is not None]
+            if handles:
+                self.keyed_backend.restore(handles, storage.read_file)
+        stores: Dict[str, OperatorStateStore] = {}
+        for op in self.operators:
+            previous = op_states.get(op.uid)
+            store = (OperatorStateStore.restore(previous.load_operator_state(
+                         storage.read_file if storage is not None else _no_storage))
+                     if previous is not None else OperatorStateStore())
+            stores[op.uid] = store
+            op.initialize_state(StateInitializationContext(
+                store, self.keyed_backend,
+                tdd.restore_checkpoint_id if restored is not None else None))
+        self.requires_final_checkpoint = any(
+            op.requires_final_checkpoint or any(
+                callable(getattr(fn, "notify_checkpoint_complete", None))
+                for fn in op.user_functions())
+            for op in self.operators)
+        self.checkpointer = SubtaskCheckpointCoordinator(
+            tdd.subtask, self.operators, stores, self.keyed_backend,
+            self.head.uid if self.keyed_backend is not None else None,
+            lambda: self._storage, self.env.responder,
+            Configuration(tdd.config).get(MEMORY_THRESHOLD))
+
+    @staticmethod
+    def _chain_order(plan: TaskPlan) -> List[int]:
+        order, stack = [], [plan.head]
+        while stack:
+            n = stack.pop(0)
+            order.append(n)
+            stack.extend(plan.chained.get(n, []))
+        return order
+
+    def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
+        cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"
+        ch = DriverChannel(self.env.open_driver_channel(endpoint_id, cid))
+        self._driver_channels.append(ch)
+        return ch
+
+    # -- the loops ---------------------------------------------------------------------
+    def _housekeeping(self) -> float:
+        """Run mailbox actions, due timers and due flushes; seconds until the next duty."""
+        self._wakeup.clear()
+        while self._mailbox:
+            self._mailbox.popleft()()
+        self.timers.fire_due()
+        wait = self.MAX_WAIT_S
+        now = self.clock.monotonic_ms()
+        timeout = self.buffer_timeout_ms
+        for rw in self.record_writers.values():
+            since = rw.pending_since_ms
+            if since is not None:
+                left = since + timeout - now
+                if left <= 0:
+                    rw.flush()
+                else:
+                    wait = min(wait, left / 1000.0)
+        deadline = self.timers.next_deadline()
+        if deadline is not None:
+            wait = min(wait, max(0.0, (deadline - self.clock.now_ms()) / 1000.0))
+        return wait
+
+    def _run_source(self) -> None:
+        head = self.head
+        assert isinstance(head, SourceOperator)
+        batch_size = self.batch_size
+        while not self.finished_on_restore:
+            self._check_cancel()
+            n = head.emit_next(batch_size)
+            if n is None:
+                break
+            self.records_in += n
+            wait = self._housekeeping()
+            if n == 0:
+                self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
+        self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
+        if not self.finished_on_restore:
+            head.output.emit_watermark(MAX_WATERMARK)
+
+    def _run_inputs(self) -> None:
+        tdd, head = self.tdd, self.head
+        input_of = {i.channel_id: i.input_index for i in tdd.inputs}
+        channels_of_input: Dict[int, List[str]] = {}
+        for i in tdd.inputs:
+            channels_of_input.setdefault(i.input_index, []).append(i.channel_id)
+        valves = {idx: WatermarkValve(chs) for idx, chs in channels_of_input.items()}
+        open_channels = {idx: len(chs) for idx, chs in channels_of_input.items()}
+        process = {0: head.process_batch, 1: head.process_batch2}
+        handler = self.barrier_handler
+        assert handler is not None
+        live = list(self.readers.values())  # not ended
+        self._active = live
+        gate = self.gate
+        skip_records = self.finished_on_restore
+
+        while live:
+            self._check_cancel()
+            wait = self._housekeeping()
+            active = [r for r in live if not handler.is_blocked(r.channel_id)]
+            ready = gate.wait(active, wait) if active else []
+            for reader in ready:
+                cid = reader.channel_id
+                idx = input_of[cid]
+                for _ in range(self.FRAMES_PER_TURN):
+                    if handler.is_blocked(cid):
+                        break
+                    frame = reader.poll()
+                    if frame is None:
+                        break
+                    t = type(frame)
+                    if t is RecordBatch:
+                        if skip_records:
+                            continue
+                        self.records_in += len(frame.records)
+                        process[idx](frame.records, frame.key_groups)
+                    elif t is Watermark:
+                        wm = valves[idx].on_watermark(cid, frame.timestamp)
+                        if wm is not None and not skip_records:
+                            head.process_watermark(wm, idx)
+                    elif t is EndOfPartition:
+                        live.remove(reader)
+                        wm = valves[idx].on_end_of_partition(cid)
+                        if wm is not None and not skip_records:
+                            head.process_watermark(wm, idx)
+                        open_channels[idx] -= 1
+                        if open_channels[idx] == 0 and not skip_records:
+                            head.end_input(idx)
+                        self._apply(handler.on_end_of_partition(cid))
+                        break
+                    elif t is CheckpointBarrier:
+                        self._apply(handler.on_barrier(cid, frame))
+                    elif t is CancelCheckpointMarker:
+                        self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
+                    else:
+                        raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
+
+    # -- checkpoints (task thread) -------------------------------------------------------
+    def _apply(self, actions: List[Any]) -> None:
+        for action in actions:
+            if isinstance(action, TriggerCheckpoint):
+                self._perform_checkpoint(action.barrier, action.alignment_ms)
+            elif isinstance(action, AbortCheckpoint):
+                cid = action.checkpoint_id
+                if not self._input_ended:
+                    for rw in self.record_writers.values():
+                        rw.broadcast_event(CancelCheckpointMarker(cid))
+                self.checkpointer.decline(cid, _decline_reason(action.reason),
+                                          action.reason.value)
+
+    def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
+        if self.barrier_handler is None:  # a source task
+            if barrier.checkpoint_id > self.checkpointer.last_checkpoint_id:
+                self._perform_checkpoint(barrier, 0.0)
+        else:
+            self._apply(self.barrier_handler.on_direct_trigger(
+                barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint))
+
+    def _perform_checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float) -> None:
+        if not self._input_ended:
+            for rw in self.record_writers.values():
+                rw.broadcast_event(barrier)
+        self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended)
+        if self._input_ended and self._final_checkpoint is None:
+            self._final_checkpoint = barrier.checkpoint_id
+
+    def _on_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.keyed_backend is not None:
+            self.keyed_backend.notify_checkpoint_complete(checkpoint_id)
+        for op in self.operators:
+            op.notify_checkpoint_complete(checkpoint_id)
+        if self._final_checkpoint is not None and checkpoint_id >= self._final_checkpoint:
+            self._final_checkpoint_done = True
+
+    def _on_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.keyed_backend is not None:
+            self.keyed_backend.notify_checkpoint_aborted(checkpoint_id)
+        for op in self.operators:
+            op.notify_checkpoint_aborted(checkpoint_id)
+
+    # -- the end -----------------------------------------------------------------------
+    def _end_input(self) -> None:
+        """Every input ended: finish the operators and send end-of-partition downstream."""
+        if not self.finished_on_restore:
+            for op in self.operators:
+                op.finish()
+        for rw in self.record_writers.values():
+            rw.broadcast_event(EndOfPartition())
+        self._input_ended = True
+
+    def _await_final_checkpoint(self) -> None:
+        """Two-phase-commit operators commit their last transaction before the task ends:
+        with checkpointing, once a checkpoint taken after the end of input completes;
+        without, right away."""
+        if not self.requires_final_checkpoint or self.finished_on_restore:
+            return
+        if not self.checkpointing:
+            for op in self.operators:
+                commit = getattr(op, "commit_on_end_of_input", None)
+                if callable(commit):
+                    commit()
+            return
+        self.env.responder.task_ended_input(self.tdd.subtask)
+        while not self._final_checkpoint_done:
+            self._check_cancel()
+            wait = self._housekeeping()
+            if not self._final_checkpoint_done:
+                self._wakeup.wait(wait)
+
+    def _close_operators(self) -> None:
+        for ch in self._driver_channels:
+            ch.close()
+        for op in self.operators:
+            op.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close(wait=True)
+
+    def _release(self) -> None:
+        for rw in self.record_writers.values():
+            rw.close()
+        for r in self.readers.values():
+            r.close()
+        gate = getattr(self, "gate", None)
+        if gate is not None:
+            gate.close()
+        for ch in self._driver_channels:
+            ch.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close(wait=False)
+        if getattr(self, "keyed_backend", None) is not None:
+            self.keyed_backend.dispose()
+
+
+def _decline_reason(reason: Any) -> str:
+    """The coordinator's failure reason for a barrier handler's abort."""
+    name = getattr(reason, "name", str(reason))
+    return {"SUBSUMED_BY_NEWER_BARRIER": "SUBSUMED",
+            "CANCELLATION_MARKER": "DECLINED_ON_CANCELLATION"}.get(name, "DECLINED")

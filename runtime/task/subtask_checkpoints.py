@@ -1,0 +1,130 @@
+"""One subtask's side of a checkpoint: the synchronous snapshot in the task thread, the
+asynchronous part (writing to checkpoint storage) in a worker thread, then the
+acknowledgement to the job master (Flink's ``SubtaskCheckpointCoordinator``).
+
+Contract: :meth:`SubtaskCheckpointCoordinator.checkpoint` runs in the task thread with no
+record being processed; acknowledgements leave in checkpoint order; :meth:`close` waits
+until every acknowledgement has been handed to the environment, so a task never reports
+its end before the checkpoints it took part in.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Optional
+
+from flowray.operators.base import StateSnapshotContext, StreamOperator
+from flowray.state.keyed_backend import KeyedStateBackend
+from flowray.state.snapshot import OperatorSubtaskState, TaskStateSnapshot
+
+from flowray.runtime.network.elements import CheckpointBarrier
+from flowray.runtime.graph.execution_graph import SubtaskId
+
+__all__ = ["CheckpointResponder", "SubtaskCheckpointCoordinator"]
+
+DEFAULT_MEMORY_THRESHOLD = 20 << 10  # state.storage.fs.memory-threshold
+
+
+class CheckpointResponder:
+    """Where a task's checkpoint answers go (the job master); no-ops by default."""
+
+    def acknowledge_checkpoint(self, subtask: SubtaskId, checkpoint_id: int,
+                               snapshot: TaskStateSnapshot, metrics: Dict[str, Any]) -> None:
+        pass
+
+    def decline_checkpoint(self, subtask: SubtaskId, checkpoint_id: int, reason: str,
+                           message: str) -> None:
+        pass
+
+    def task_ended_input(self, subtask: SubtaskId) -> None:
+        """The task's input ended and its operators finished; it waits for a checkpoint
+        to complete before it finishes (its two-phase-commit sinks commit then)."""
+
+
+class SubtaskCheckpointCoordinator:
+    """Snapshots the operators of one subtask and acknowledges each checkpoint."""
+
+    def __init__(self, subtask: SubtaskId, operators: List[StreamOperator],
+                 operator_stores: Dict[str, Any], keyed_backend: Optional[KeyedStateBackend],
+                 keyed_owner: Optional[str], storage_factory: Callable[[], Any],
+                 responder: CheckpointResponder,
+                 memory_threshold: int = DEFAULT_MEMORY_THRESHOLD) -> None:
+        self.subtask = subtask
+        self.operators = operators
+        self.operator_stores = operator_stores
+        self.keyed_backend = keyed_backend
+        self.keyed_owner = keyed_owner
+        self._storage_factory = storage_factory
+        self._storage: Any = None
+        self.responder = responder
+        self.memory_threshold = memory_threshold
+        self.last_checkpoint_id = 0
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._futures: List[Future] = []
+
+    @property
+    def storage(self) -> Any:
+        if self._storage is None:
+            self._storage = self._storage_factory()
+        return self._storage
+
+    def checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float,
+                   input_ended: bool) -> None:
+        """Synchronous part now; the asynchronous part and the ack in the worker thread.
+        The caller has already forwarded the barrier downstream."""
+        cid = barrier.checkpoint_id
+        t0 = time.perf_counter()
+        ctx = StateSnapshotContext(cid, barrier.timestamp)
+        for op in self.operators:
+            op.snapshot_state(ctx)
+        states = {uid: OperatorSubtaskState(store.snapshot())
+                  for uid, store in self.operator_stores.items()}
+        writer = (self.keyed_backend.snapshot(cid, savepoint=barrier.is_savepoint)
+                  if self.keyed_backend is not None else None)
+        sync_ms = (time.perf_counter() - t0) * 1000.0
+        self.last_checkpoint_id = max(self.last_checkpoint_id, cid)
+        snapshot = TaskStateSnapshot(states, finished=False, input_ended=input_ended)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"flowray-async-{self.subtask.key}")
+        self._futures = [f for f in self._futures if not f.done()]
+        self._futures.append(self._pool.submit(self._finish_async, cid, snapshot, writer,
+                                               sync_ms, alignment_ms))
+
+    def _finish_async(self, cid: int, snapshot: TaskStateSnapshot, writer: Any,
+                      sync_ms: float, alignment_ms: float) -> None:
+        t0 = time.perf_counter()
+        try:
+            if writer is not None and self.keyed_owner is not None:
+                storage = self.storage
+                path = storage.task_state_path(cid, self.subtask, "keyed")
+                handle = writer.write(storage.write_file, path)
+                snapshot.operators.setdefault(self.keyed_owner, OperatorSubtaskState()).keyed = handle
+            self._offload_operator_state(cid, snapshot)
+        except Exception as e:  # noqa: BLE001 - reported as a declined checkpoint
+            self.responder.decline_checkpoint(self.subtask, cid, "ASYNC_FAILURE",
+                                              f"{type(e).__name__}: {e}")
+            return
+        async_ms = (time.perf_counter() - t0) * 1000.0
+        metrics = {"sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 3),
+                   "alignment_ms": round(alignment_ms, 3), "bytes": snapshot.state_size()}
+        self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)
+
+    def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot) -> None:
+        """List states above the memory threshold go to files of their own (Flink's
+        ``state.storage.fs.memory-threshold``); smaller ones stay inline in the ack."""
+        for index, state in enumerate(snapshot.operators.values()):
+            if sum(e.size() for e in state.operator_state.values()) > self.memory_threshold:
+                storage = self.storage
+                state.offload_operator_state(
+                    self.memory_threshold, storage.write_file,
+                    storage.task_state_path(cid, self.subtask, f"op{index}"))
+
+    def decline(self, checkpoint_id: int, reason: str, message: str = "") -> None:
+        self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)
+        self.responder.decline_checkpoint(self.subtask, checkpoint_id, reason, message)
+
+    def close(self, wait: bool = True) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+            self._pool = None

@@ -1,0 +1,353 @@
+"""The heap keyed-state backend: one dict per key group per state, Python objects as values.
+
+>>> from flowray.state.descriptors import ValueStateDescriptor
+>>> from flowray.state.key_groups import KeyGroupRange
+>>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128)
+>>> total = backend.get_partitioned_state(ValueStateDescriptor("total"))
+>>> backend.set_current_key("a"); total.update(3)
+>>> backend.set_current_key("b"); total.value() is None
+True
+>>> backend.set_current_key("a"); total.value()
+3
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import cloudpickle
+
+from flowray.state.keyed_backend import (
+    AggregatingState,
+    KeyedSnapshotWriter,
+    KeyedStateBackend,
+    ListState,
+    MapState,
+    ReducingState,
+    State,
+    StateAccessError,
+    ValueState,
+)
+from flowray.state.descriptors import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    StateKind,
+)
+from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from flowray.state.snapshot import KeyedStateHandle
+
+__all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
+
+_MISSING = object()
+
+
+class StateTable:
+    """The values of one state: ``maps[key_group - range.start][key] -> value``."""
+
+    __slots__ = ("name", "kind", "key_group_range", "maps")
+
+    def __init__(self, name: str, kind: StateKind, key_group_range: KeyGroupRange) -> None:
+        self.name = name
+        self.kind = kind
+        self.key_group_range = key_group_range
+        self.maps: List[Dict[Any, Any]] = [{} for _ in range(len(key_group_range))]
+
+    def map_for(self, key_group: int) -> Dict[Any, Any]:
+        return self.maps[key_group - self.key_group_range.start]
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.maps)
+
+
+class _HeapState(State):
+    __slots__ = ("_backend", "_table")
+
+    def __init__(self, backend: "HeapKeyedStateBackend", table: StateTable) -> None:
+        self._backend = backend
+        self._table = table
+
+    def _map(self) -> Dict[Any, Any]:
+        return self._table.maps[self._backend._current_offset]
+
+    def _get(self) -> Any:
+        return self._map().get(self._backend._current_key, _MISSING)
+
+    def _set(self, value: Any) -> None:
+        self._map()[self._backend._current_key] = value
+
+    def clear(self) -> None:
+        self._map().pop(self._backend._current_key, None)
+
+
+class HeapValueState(_HeapState, ValueState):
+    def value(self) -> Any:
+        v = self._get()
+        return None if v is _MISSING else v
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._set(value)
+
+
+class HeapListState(_HeapState, ListState):
+    def get(self) -> List[Any]:
+        v = self._get()
+        return [] if v is _MISSING else list(v)
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"list state {self._table.name!r}: cannot add None")
+        m, k = self._map(), self._backend._current_key
+        lst = m.get(k)
+        if lst is None:
+            m[k] = [value]
+        else:
+            lst.append(value)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self.add(v)
+
+    def update(self, values: Iterable[Any]) -> None:
+        values = list(values)
+        if values:
+            self._set(values)
+        else:
+            self.clear()
+
+
+class HeapMapState(_HeapState, MapState):
+    def _entries(self, create: bool = False) -> Optional[Dict[Any, Any]]:
+        m, k = self._map(), self._backend._current_key
+        d = m.get(k)
+        if d is None and create:
+            d = m[k] = {}
+        return d
+
+    def get(self, key: Any) -> Any:
+        d = self._entries()
+        return None if d is None else d.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._entries(create=True)[key] = value  # type: ignore[index]
+
+    def put_all(self, entries: dict) -> None:
+        if entries:
+            self._entries(create=True).update(entries)  # type: ignore[union-attr]
+
+    def remove(self, key: Any) -> None:
+        d = self._entries()
+        if d is not None:
+            d.pop(key, None)
+            if not d:
+                self.clear()
+
+    def contains(self, key: Any) -> bool:
+        d = self._entries()
+        return d is not None and key in d
+
+    def items(self) -> List[Tuple[Any, Any]]:
+        d = self._entries()
+        return [] if d is None else list(d.items())
+
+    def keys(self) -> List[Any]:
+        d = self._entries()
+        return [] if d is None else list(d)
+
+    def values(self) -> List[Any]:
+        d = self._entries()
+        return [] if d is None else list(d.values())
+
+    def is_empty(self) -> bool:
+        return not self._entries()
+
+
+class HeapReducingState(_HeapState, ReducingState):
+    __slots__ = ("_reduce",)
+
+    def __init__(self, backend: "HeapKeyedStateBackend", table: StateTable, reduce_fn: Any) -> None:
+        super().__init__(backend, table)
+        self._reduce = reduce_fn
+
+    def get(self) -> Any:
+        v = self._get()
+        return None if v is _MISSING else v
+
+    def add(self, value: Any) -> None:
+        cur = self._get()
+        self._set(value if cur is _MISSING else self._reduce(cur, value))
+
+
+class HeapAggregatingState(_HeapState, AggregatingState):
+    __slots__ = ("_agg",)
+
+    def __init__(self, backend: "HeapKeyedStateBackend", table: StateTable, agg: Any) -> None:
+        super().__init__(backend, table)
+        self._agg = agg
+
+    def get(self) -> Any:
+        acc = self._get()
+        return None if acc is _MISSING else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self._get()
+        if acc is _MISSING:
+            acc = self._agg.create_accumulator()
+        self._set(self._agg.add(value, acc))
+
+
+_STATE_CLASSES = {
+    StateKind.VALUE: HeapValueState,
+    StateKind.LIST: HeapListState,
+    StateKind.MAP: HeapMapState,
+}
+
+
+class HeapKeyedStateBackend(KeyedStateBackend):
+    """Keyed state in Python dicts, one dict per key group per state."""
+
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
+        self.key_group_range = key_group_range
+        self.max_parallelism = max_parallelism
+        self._assign = KeyGroupAssigner(max_parallelism)
+        self._tables: Dict[str, StateTable] = {}
+        self._states: Dict[str, State] = {}
+        self._current_key: Any = None
+        self._current_key_group = -1
+        self._current_offset = -1
+
+    # -- key context -------------------------------------------------------------------
+    def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
+        if key_group is None:
+            key_group = self._assign(key)
+        offset = key_group - self.key_group_range.start
+        if not 0 <= offset < len(self.key_group_range):
+            raise StateAccessError(
+                f"key {key!r} belongs to key group {key_group}, outside this subtask's range "
+                f"[{self.key_group_range.start}, {self.key_group_range.end}]; "
+                "is the key selector deterministic?"
+            )
+        self._current_key = key
+        self._current_key_group = key_group
+        self._current_offset = offset
+
+    def get_current_key(self) -> Any:
+        return self._current_key
+
+    def get_current_key_group(self) -> int:
+        return self._current_key_group
+
+    # -- states ------------------------------------------------------------------------
+    def get_state_table(self, name: str, kind: StateKind) -> StateTable:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = StateTable(name, kind, self.key_group_range)
+        elif table.kind is not kind:
+            raise StateAccessError(
+                f"state {name!r} is registered as {table.kind.value} state, "
+                f"cannot access it as {kind.value} state"
+            )
+        return table
+
+    def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
+        if not isinstance(descriptor, StateDescriptor):
+            raise TypeError(f"expected a StateDescriptor, got {descriptor!r}")
+        table = self.get_state_table(descriptor.name, descriptor.kind)
+        state = self._states.get(descriptor.name)
+        if state is not None:
+            return state
+        if isinstance(descriptor, ReducingStateDescriptor):
+            state = HeapReducingState(self, table, descriptor.reduce_function)
+        elif isinstance(descriptor, AggregatingStateDescriptor):
+            state = HeapAggregatingState(self, table, descriptor.agg_function)
+        else:
+            state = _STATE_CLASSES[descriptor.kind](self, table)
+        self._states[descriptor.name] = state
+        return state
+
+    def state_names(self) -> List[str]:
+        return list(self._tables)
+
+    def get_keys(self, state_name: str) -> Iterator[Any]:
+        table = self._tables.get(state_name)
+        if table is None:
+            return iter(())
+        return (k for m in table.maps for k in m)
+
+    def iter_key_group(self, state_name: str, key_group: int) -> Iterator[Tuple[Any, Any]]:
+        table = self._tables.get(state_name)
+        if table is None or key_group not in self.key_group_range:
+            return iter(())
+        return iter(list(table.map_for(key_group).items()))
+
+    # -- checkpoints -------------------------------------------------------------------
+    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> "_HeapSnapshotWriter":
+        """Serialize every non-empty key group now (the copy that later changes cannot
+        reach); the writer only stores the bytes."""
+        groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
+        for name, table in self._tables.items():
+            start = table.key_group_range.start
+            for offset, m in enumerate(table.maps):
+                if m:
+                    groups.setdefault(start + offset, {})[name] = m
+        if not groups:
+            return _HeapSnapshotWriter(None, self.key_group_range)
+        kinds = {name: t.kind.value for name, t in self._tables.items()}
+        return _HeapSnapshotWriter(
+            dumps_state({"format": _FORMAT, "kinds": kinds, "groups": groups}),
+            self.key_group_range)
+
+    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
+        for handle in handles:
+            if handle is None:
+                continue
+            data = loads_state(read(handle.path), handle.path)
+            if not isinstance(data, dict) or data.get("format") != _FORMAT:
+                raise ValueError(f"{handle.path}: not a heap keyed-state snapshot")
+            kinds = data["kinds"]
+            for kg, states in data["groups"].items():
+                if kg not in self.key_group_range:
+                    continue
+                for name, entries in states.items():
+                    table = self.get_state_table(name, StateKind(kinds[name]))
+                    table.map_for(kg).update(entries)
+
+    def dispose(self) -> None:
+        self._tables.clear()
+        self._states.clear()
+
+
+_FORMAT = "flowray-heap-v1"
+
+
+class _HeapSnapshotWriter(KeyedSnapshotWriter):
+    __slots__ = ("data", "key_group_range")
+
+    def __init__(self, data: Optional[bytes], key_group_range: KeyGroupRange) -> None:
+        self.data = data
+        self.key_group_range = key_group_range
+
+    def write(self, write_file: Callable[[str, bytes], int], path: str) -> Optional[KeyedStateHandle]:
+        if self.data is None:
+            return None
+        size = write_file(path, self.data)
+        return KeyedStateHandle(path, self.key_group_range, size)
+
+
+def dumps_state(obj: Any) -> bytes:
+    """Pickle state; falls back to cloudpickle for classes defined in ``__main__`` etc."""
+    try:
+        return pickle.dumps(obj, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return cloudpickle.dumps(obj, protocol=5)
+
+
+def loads_state(data: bytes, where: str) -> Any:
+    try:
+        return pickle.loads(data)
+    except Exception as e:
+        raise ValueError(f"{where}: cannot read state snapshot: {type(e).__name__}: {e}") from e

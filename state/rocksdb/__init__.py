@@ -1,0 +1,54 @@
+"""The RocksDB keyed-state backend (rocksdict): state on local disk, not on the Python heap.
+
+Layout (DESIGN.md section 6): one column family per state name (``"state/<name>"``); a
+RocksDB key is the key group as 2 big-endian bytes followed by the key's stable byte
+encoding (:func:`encode_key`), so the keys of one key group -- and of any key-group range --
+are a contiguous key range (iteration by key group and rescaling are range scans). Values
+are pickled (cloudpickle fallback, as in the heap backend): a value state holds its value,
+a list state one pickled list, a map state one pickled dict per key (each ``put`` rewrites
+the key's whole map), a reducing state the reduced value, an aggregating state the
+accumulator. Reads return copies: mutating an object obtained from a state does not
+change the state (unlike the heap backend; write it back with ``update``/``put``).
+
+Keys are compared by their encoding: ``1``, ``1.0`` and ``True`` are three different keys
+here although they are one key in the heap backend (``-0.0`` is stored as ``0.0``). Keys of
+types other than ``None``/``bool``/``int``/``float``/``str``/``bytes``/plain tuples of these
+are pickled and must pickle deterministically (equal keys, equal bytes).
+
+Checkpoints are full snapshots: the synchronous part creates a RocksDB checkpoint (hard
+links to the SST files, after a memtable flush) under ``working_dir``; the asynchronous part
+opens it read-only, writes the portable keyed-state format that the heap backend writes too
+(``flowray-heap-v1``), and deletes it. :meth:`RocksDBKeyedStateBackend.restore` reads that
+format, so state moves freely between the heap and the RocksDB backend.
+
+With ``incremental=True`` checkpoints are incremental (Flink's incremental RocksDB
+checkpoints, DESIGN.md section 6): the synchronous part flushes and creates the RocksDB
+checkpoint ``working_dir/snapshots/chk-<id>`` (hard links); the asynchronous part
+(:class:`RocksDBIncrementalSnapshotWriter`) uploads each ``.sst`` file that the last
+*confirmed* checkpoint did not upload to a unique path ``<job root>/shared/<vertex>-<i>-<sst>-
+<uuid8>`` and only references the others; every other file (``MANIFEST-*``, ``CURRENT``,
+``OPTIONS-*``, ...) is private and uploaded each time under ``<path>.private/<name>``. It
+returns an :class:`~flowray.state.snapshot.IncrementalKeyedStateHandle` and deletes the
+local checkpoint directory. A checkpoint becomes the confirmed base only through
+:meth:`RocksDBKeyedStateBackend.notify_checkpoint_complete`, which the task must call when
+the JobMaster reports the checkpoint complete; files of unconfirmed checkpoints are uploaded
+again under new unique names. Incremental handles can only be restored by this backend.
+
+>>> import tempfile
+>>> from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+>>> from flowray.state.rocksdb.layout import decode_key, encode_key
+>>> from flowray.state.descriptors import ValueStateDescriptor
+>>> from flowray.state.key_groups import KeyGroupRange
+>>> backend = RocksDBKeyedStateBackend(KeyGroupRange(0, 127), 128, tempfile.mkdtemp())
+>>> total = backend.get_partitioned_state(ValueStateDescriptor("total"))
+>>> backend.set_current_key("a"); total.update(3)
+>>> backend.set_current_key("b"); total.value() is None
+True
+>>> backend.set_current_key("a"); total.value()
+3
+>>> sorted(backend.get_keys("total"))
+['a']
+>>> backend.dispose()
+>>> decode_key(encode_key(("user", 7, None, b"x", 2.5)))
+('user', 7, None, b'x', 2.5)
+"""

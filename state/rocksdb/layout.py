@@ -1,0 +1,170 @@
+"""How keyed state is laid out in RocksDB: column family ``"state/<name>"`` per state, and a
+key = 2-byte big-endian key group + the key's stable byte encoding (:func:`encode_key`), so
+a key-group range is a contiguous key range.
+
+>>> decode_key(encode_key(("user", 7, None, b"x", 2.5)))
+('user', 7, None, b'x', 2.5)
+>>> _kg_prefix(3) + encode_key("a") < _kg_prefix(4)
+True
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any, Tuple
+
+from rocksdict import Options
+from flowray.state.heap_backend import dumps_state
+
+__all__ = ["SNAPSHOT_FORMAT", "encode_key", "decode_key"]
+
+
+#: The portable full-snapshot format, shared with :mod:`flowray.state.heap_backend`.
+SNAPSHOT_FORMAT = "flowray-heap-v1"
+
+
+_MISSING = object()
+
+
+_CF_PREFIX = "state/"
+
+
+_loads = pickle.loads
+
+
+# ---------------------------------------------------------------------------------------
+# stable key encoding
+# ---------------------------------------------------------------------------------------
+
+_T_NONE, _T_FALSE, _T_TRUE = 0x00, 0x01, 0x02
+
+
+_T_INT, _T_FLOAT, _T_STR, _T_BYTES, _T_TUPLE, _T_PICKLE = 0x10, 0x11, 0x12, 0x13, 0x14, 0x7F
+
+
+_pack_f64 = struct.Struct(">d").pack
+
+
+_unpack_f64 = struct.Struct(">d").unpack_from
+
+
+def _varint(n: int, out: bytearray) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, pos
+        shift += 7
+
+
+def _encode_into(key: Any, out: bytearray) -> None:
+    t = type(key)
+    if t is str:
+        data = key.encode("utf-8", "surrogatepass")
+        out.append(_T_STR)
+        _varint(len(data), out)
+        out += data
+    elif t is int:
+        data = key.to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
+        out.append(_T_INT)
+        _varint(len(data), out)
+        out += data
+    elif key is None:
+        out.append(_T_NONE)
+    elif t is bool:
+        out.append(_T_TRUE if key else _T_FALSE)
+    elif t is bytes:
+        out.append(_T_BYTES)
+        _varint(len(key), out)
+        out += key
+    elif t is float:
+        out.append(_T_FLOAT)
+        out += _pack_f64(key + 0.0)  # -0.0 + 0.0 == 0.0: equal floats, equal bytes
+    elif t is tuple:
+        out.append(_T_TUPLE)
+        _varint(len(key), out)
+        for item in key:
+            _encode_into(item, out)
+    else:  # namedtuples, enums, ...: must pickle deterministically
+        data = dumps_state(key)
+        out.append(_T_PICKLE)
+        _varint(len(data), out)
+        out += data
+
+
+def encode_key(key: Any) -> bytes:
+    """A deterministic, self-delimiting byte encoding of ``key`` (see the module doc).
+
+    >>> encode_key("ab")
+    b'\\x12\\x02ab'
+    >>> encode_key(1) != encode_key(1.0) != encode_key(True)
+    True
+    """
+    if type(key) is str:  # the hot path
+        data = key.encode("utf-8", "surrogatepass")
+        n = len(data)
+        if n < 0x80:
+            return bytes((_T_STR, n)) + data
+    out = bytearray()
+    _encode_into(key, out)
+    return bytes(out)
+
+
+def _decode_at(buf: bytes, pos: int) -> Tuple[Any, int]:
+    tag = buf[pos]
+    pos += 1
+    if tag == _T_STR or tag == _T_BYTES or tag == _T_INT or tag == _T_PICKLE:
+        n, pos = _read_varint(buf, pos)
+        data = buf[pos:pos + n]
+        pos += n
+        if tag == _T_STR:
+            return data.decode("utf-8", "surrogatepass"), pos
+        if tag == _T_INT:
+            return int.from_bytes(data, "big", signed=True), pos
+        if tag == _T_BYTES:
+            return bytes(data), pos
+        return _loads(data), pos
+    if tag == _T_NONE:
+        return None, pos
+    if tag == _T_FALSE:
+        return False, pos
+    if tag == _T_TRUE:
+        return True, pos
+    if tag == _T_FLOAT:
+        return _unpack_f64(buf, pos)[0], pos + 8
+    if tag == _T_TUPLE:
+        n, pos = _read_varint(buf, pos)
+        items = []
+        for _ in range(n):
+            item, pos = _decode_at(buf, pos)
+            items.append(item)
+        return tuple(items), pos
+    raise ValueError(f"bad key encoding: unknown tag {tag:#x} at {pos - 1}")
+
+
+def decode_key(data: bytes, offset: int = 0) -> Any:
+    """The key that :func:`encode_key` encoded as ``data[offset:]``."""
+    key, pos = _decode_at(data, offset)
+    if pos != len(data):
+        raise ValueError(f"bad key encoding: {len(data) - pos} trailing bytes")
+    return key
+
+
+def _kg_prefix(key_group: int) -> bytes:
+    return key_group.to_bytes(2, "big")
+
+
+def _raw_options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    return opts

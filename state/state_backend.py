@@ -1,0 +1,98 @@
+"""Choosing a keyed state backend from configuration (``state.backend.type``), and the
+PyFlink-shaped backend objects for ``env.set_state_backend(...)``.
+
+>>> from flowray.state.key_groups import KeyGroupRange
+>>> backend = create_keyed_backend({}, KeyGroupRange(0, 127), 128, "job", "v1:0", 0)
+>>> type(backend).__name__
+'HeapKeyedStateBackend'
+>>> EmbeddedRocksDBStateBackend(True).to_config()
+{'state.backend.type': 'rocksdb', 'state.backend.incremental': True}
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, Mapping, Optional
+
+from flowray.state.keyed_backend import KeyedStateBackend
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupRange
+
+__all__ = ["create_keyed_backend", "StateBackend", "HashMapStateBackend",
+           "EmbeddedRocksDBStateBackend"]
+
+
+def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRange,
+                         max_parallelism: int, job_id: str, subtask_key: str,
+                         attempt: int) -> KeyedStateBackend:
+    """The keyed backend ``config`` names for one subtask; RocksDB gets a working folder
+    of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``)."""
+    from flowray.common.options import ROCKSDB_INCREMENTAL, ROCKSDB_LOCAL_DIR, STATE_BACKEND_TYPE
+    from flowray.common.configuration import Configuration
+    conf = Configuration(dict(config))
+    if conf.get(STATE_BACKEND_TYPE) == "hashmap":
+        return HeapKeyedStateBackend(key_group_range, max_parallelism)
+    from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+    root = conf.get(ROCKSDB_LOCAL_DIR) or tempfile.gettempdir()
+    safe = subtask_key.replace(":", "-").replace("/", "_")
+    job_dir = os.path.join(root, "flowray-rocksdb", job_id)
+    _remove_earlier_attempts(job_dir, safe, attempt)
+    working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
+    return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
+                                    incremental=conf.get(ROCKSDB_INCREMENTAL))
+
+
+def _remove_earlier_attempts(job_dir: str, subtask: str, attempt: int) -> None:
+    """Working folders of this subtask's earlier attempts: a killed task could not remove
+    its own (the job master stops an attempt before it deploys the next one)."""
+    try:
+        names = os.listdir(job_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        stem, _, number = name.rpartition("-")
+        if stem == subtask and number.isdigit() and int(number) < attempt:
+            shutil.rmtree(os.path.join(job_dir, name), ignore_errors=True)
+
+
+class StateBackend:
+    """A state backend choice, as PyFlink's ``StateBackend`` objects."""
+
+    def to_config(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+
+class HashMapStateBackend(StateBackend):
+    """Keyed state as Python objects in dicts (the default; fastest, bounded by memory)."""
+
+    def to_config(self) -> Dict[str, Any]:
+        return {"state.backend.type": "hashmap"}
+
+
+class EmbeddedRocksDBStateBackend(StateBackend):
+    """Keyed state in an embedded RocksDB per task (state larger than memory).
+    ``enable_incremental_checkpointing``: None leaves ``state.backend.incremental`` as
+    configured."""
+
+    def __init__(self, enable_incremental_checkpointing: Optional[bool] = None,
+                 local_dir: Any = None) -> None:
+        if enable_incremental_checkpointing is not None and not isinstance(
+                enable_incremental_checkpointing, bool):
+            raise TypeError("enable_incremental_checkpointing must be a bool or None (use "
+                            "state.backend.incremental), got "
+                            f"{enable_incremental_checkpointing!r}")
+        self.incremental = enable_incremental_checkpointing
+        self.local_dir = None if local_dir is None else os.path.abspath(str(local_dir))
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return bool(self.incremental)
+
+    def to_config(self) -> Dict[str, Any]:
+        conf: Dict[str, Any] = {"state.backend.type": "rocksdb"}
+        if self.incremental is not None:
+            conf["state.backend.incremental"] = self.incremental
+        if self.local_dir is not None:
+            conf["state.backend.rocksdb.localdir"] = self.local_dir
+        return conf
