@@ -16,6 +16,9 @@ from flowray.datastream.connectors import __all__ as _connectors_all
 from flowray.runtime.execution.serialization import FunctionSerializationError
 from flowray.runtime.graph.transformations import GraphError
 
+# plug-ins: each registers its keys, methods and program runner on import
+import flowray.spark  # noqa: E402,F401  (Spark through RayDP)
+
 __version__ = "0.1.0"
 __all__ = (_common_all + _datastream_all + _connectors_all
            + ["FunctionSerializationError", "GraphError"])

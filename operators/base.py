@@ -8,6 +8,8 @@ each subtask unpickles its own copy.
 
 from __future__ import annotations
 
+from flowray.common.constants import MIN_WATERMARK
+
 import heapq
 import itertools
 import traceback
@@ -42,8 +44,6 @@ __all__ = [
     "CheckpointListener",
 ]
 
-MIN_WATERMARK = -(1 << 63)
-MAX_WATERMARK = (1 << 63) - 1
 
 
 class UserFunctionError(Exception):

@@ -54,6 +54,8 @@ True
 
 from __future__ import annotations
 
+from flowray.common.files import fsync_dir
+
 import os
 import re
 import time
@@ -207,19 +209,6 @@ def _local_path(path: str) -> str:
     return local_path(path, "FileSink")
 
 
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class FileSink(TwoPhaseCommitSink):
     """Exactly-once row-format part files under one directory (see the module docstring).
 
@@ -334,7 +323,7 @@ class FileSink(TwoPhaseCommitSink):
         for part in transaction.parts:
             self._finish_part(part.in_progress_path)
         if transaction.parts:
-            _fsync_dir(self.base_path)
+            fsync_dir(self.base_path)
 
     def commit(self, transaction: FileSinkTransaction) -> None:
         for part in transaction.parts:
@@ -348,7 +337,7 @@ class FileSink(TwoPhaseCommitSink):
                         f"nor its in-progress file {part.in_progress_path!r} exists (was it "
                         f"deleted, or the transaction aborted?)") from None
         if transaction.parts:
-            _fsync_dir(os.path.dirname(transaction.parts[0].final_path))
+            fsync_dir(os.path.dirname(transaction.parts[0].final_path))
 
     def abort(self, transaction: FileSinkTransaction) -> None:
         for part in transaction.parts:

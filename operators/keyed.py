@@ -14,8 +14,6 @@ from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupAssigner
 
 from flowray.operators.base import (
-    MAX_WATERMARK,
-    MIN_WATERMARK,
     OneInputOperator,
     adapt_function,
     close_function,

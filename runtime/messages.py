@@ -39,8 +39,11 @@ class TaskFailure:
     truncated), for the failover strategy's rule 2; None for any other failure."""
 
     def describe(self) -> str:
-        where = f"operator {self.operator!r} in task {self.task!r}" if self.operator \
+        where = (
+            f"operator {self.operator!r} in task {self.task!r}"
+            if self.operator
             else f"task {self.task!r}"
+        )
         return f"{where} failed: {self.cause_type}: {self.message}"
 
 

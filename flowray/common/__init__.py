@@ -1,11 +1,10 @@
 """``flowray.common``: as ``pyflink.common`` (Configuration, Types)."""
 
-from flowray.common.restart_strategy import RestartStrategies
 from flowray.common.configuration import Configuration, ConfigurationError
-
+from flowray.common.restart_strategy import RestartStrategies
 from flowray.common.serialization import Encoder
-from flowray.common.types import Row
 from flowray.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types
+from flowray.common.types import Row
 
 __all__ = ["Row", "Configuration", "ConfigurationError", "Types", "TypeInformation", "RowTypeInfo",
            "TupleTypeInfo", "WatermarkStrategy", "RestartStrategies", "Encoder"]

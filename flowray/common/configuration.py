@@ -18,7 +18,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
 
-__all__ = ["ConfigurationError", "parse_duration_ms", "parse_memory_bytes", "ConfigOption", "all_options", "parse_count_or_infinite", "Configuration"]
+__all__ = [
+    "ConfigurationError",
+    "parse_duration_ms",
+    "parse_memory_bytes",
+    "ConfigOption",
+    "all_options",
+    "parse_count_or_infinite",
+    "Configuration",
+]
 
 
 class ConfigurationError(ValueError):
@@ -26,16 +34,39 @@ class ConfigurationError(ValueError):
 
 
 _DURATION_UNITS = {
-    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
-    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3,
+    "ns": 1e-6,
+    "nano": 1e-6,
+    "nanos": 1e-6,
+    "nanosecond": 1e-6,
+    "nanoseconds": 1e-6,
+    "us": 1e-3,
+    "µs": 1e-3,
+    "micro": 1e-3,
+    "micros": 1e-3,
+    "microsecond": 1e-3,
     "microseconds": 1e-3,
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+    "ms": 1,
+    "milli": 1,
+    "millis": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
 }
-
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Zµ]*)\s*$")
 
@@ -63,14 +94,22 @@ def parse_duration_ms(value: Any) -> int:
         raise ValueError(f"not a duration: {value!r} (expected e.g. '10 s', '1 min', '500 ms')")
     number, unit = m.group(1), m.group(2).lower() or "ms"
     if unit not in _DURATION_UNITS:
-        raise ValueError(
-            f"unknown time unit {m.group(2)!r} in {value!r} (use ms, s, min, h or d)"
-        )
+        raise ValueError(f"unknown time unit {m.group(2)!r} in {value!r} (use ms, s, min, h or d)")
     return int(round(float(number) * _DURATION_UNITS[unit]))
 
 
-_MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-                 "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+}
 
 
 def parse_memory_bytes(value: Any) -> int:
@@ -158,8 +197,9 @@ _REGISTRY: Dict[str, ConfigOption] = {}
 _PASSTHROUGH: Dict[str, str] = {}  # key prefix -> who receives those keys
 
 
-def register_option(key: str, parse: Callable[[Any], Any], default: Any, description: str,
-            **kwargs: Any) -> ConfigOption:
+def register_option(
+    key: str, parse: Callable[[Any], Any], default: Any, description: str, **kwargs: Any
+) -> ConfigOption:
     opt = ConfigOption(key, parse, default, description, **kwargs)
     _REGISTRY[key] = opt
     return opt

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from typing import Any, Optional
+
 from flowray.common.configuration import (
     INFINITE,
     parse_bool,
@@ -23,7 +24,47 @@ from flowray.common.configuration import (
     register_option,
 )
 
-__all__ = ["PARALLELISM", "MAX_PARALLELISM", "BUFFER_TIMEOUT", "RUNTIME_MODE", "BLOCKING_PARTITIONS_DIR", "PIPELINE_NAME", "RAY_ADDRESS", "CHANNEL_TRANSPORT", "CHANNEL_BATCH_SIZE", "CHANNEL_CREDITS", "DEPLOY_TIMEOUT", "EXECUTION_TARGET", "PROGRESS_INTERVAL", "CHECKPOINTING_INTERVAL", "CHECKPOINTING_MODE", "CHECKPOINTING_TIMEOUT", "CHECKPOINTING_MIN_PAUSE", "CHECKPOINTING_MAX_CONCURRENT", "CHECKPOINTING_TOLERABLE_FAILURES", "CHECKPOINTING_UNALIGNED", "CHECKPOINTS_RETENTION", "STATE_BACKEND_TYPE", "ROCKSDB_LOCAL_DIR", "CHECKPOINTS_DIR", "CHECKPOINTS_NUM_RETAINED", "MEMORY_THRESHOLD", "FAILOVER_STRATEGY", "RESTART_STRATEGY_TYPE", "FIXED_DELAY_ATTEMPTS", "FIXED_DELAY_DELAY", "FAILURE_RATE_MAX_FAILURES", "FAILURE_RATE_INTERVAL", "FAILURE_RATE_DELAY", "EXP_DELAY_INITIAL_BACKOFF", "EXP_DELAY_MAX_BACKOFF", "EXP_DELAY_MULTIPLIER", "EXP_DELAY_RESET_THRESHOLD", "EXP_DELAY_JITTER", "EXP_DELAY_ATTEMPTS_BEFORE_RESET"]
+__all__ = [
+    "PARALLELISM",
+    "MAX_PARALLELISM",
+    "BUFFER_TIMEOUT",
+    "RUNTIME_MODE",
+    "BLOCKING_PARTITIONS_DIR",
+    "PIPELINE_NAME",
+    "RAY_ADDRESS",
+    "CHANNEL_TRANSPORT",
+    "CHANNEL_BATCH_SIZE",
+    "CHANNEL_CREDITS",
+    "DEPLOY_TIMEOUT",
+    "EXECUTION_TARGET",
+    "PROGRESS_INTERVAL",
+    "CHECKPOINTING_INTERVAL",
+    "CHECKPOINTING_MODE",
+    "CHECKPOINTING_TIMEOUT",
+    "CHECKPOINTING_MIN_PAUSE",
+    "CHECKPOINTING_MAX_CONCURRENT",
+    "CHECKPOINTING_TOLERABLE_FAILURES",
+    "CHECKPOINTING_UNALIGNED",
+    "CHECKPOINTS_RETENTION",
+    "STATE_BACKEND_TYPE",
+    "ROCKSDB_LOCAL_DIR",
+    "CHECKPOINTS_DIR",
+    "CHECKPOINTS_NUM_RETAINED",
+    "MEMORY_THRESHOLD",
+    "FAILOVER_STRATEGY",
+    "RESTART_STRATEGY_TYPE",
+    "FIXED_DELAY_ATTEMPTS",
+    "FIXED_DELAY_DELAY",
+    "FAILURE_RATE_MAX_FAILURES",
+    "FAILURE_RATE_INTERVAL",
+    "FAILURE_RATE_DELAY",
+    "EXP_DELAY_INITIAL_BACKOFF",
+    "EXP_DELAY_MAX_BACKOFF",
+    "EXP_DELAY_MULTIPLIER",
+    "EXP_DELAY_RESET_THRESHOLD",
+    "EXP_DELAY_JITTER",
+    "EXP_DELAY_ATTEMPTS_BEFORE_RESET",
+]
 
 
 def _positive(v: Any) -> Optional[str]:
@@ -34,66 +75,108 @@ def _max_parallelism(v: int) -> Optional[str]:
     return None if 0 < v <= 32768 else "must be in [1, 32768]"
 
 
-PARALLELISM = register_option("parallelism.default", parse_int, 1,
-                      "Default parallelism of operators.", check=_positive)
+PARALLELISM = register_option(
+    "parallelism.default", parse_int, 1, "Default parallelism of operators.", check=_positive
+)
 
 
-MAX_PARALLELISM = register_option("pipeline.max-parallelism", parse_int, 128,
-                          "Number of key groups; the upper bound for rescaling.",
-                          check=_max_parallelism)
+MAX_PARALLELISM = register_option(
+    "pipeline.max-parallelism",
+    parse_int,
+    128,
+    "Number of key groups; the upper bound for rescaling.",
+    check=_max_parallelism,
+)
+
+BUFFER_TIMEOUT = register_option(
+    "execution.buffer-timeout",
+    parse_duration_ms,
+    100,
+    "Longest time a record waits in a channel batch before it is sent.",
+)
 
 
-BUFFER_TIMEOUT = register_option("execution.buffer-timeout", parse_duration_ms, 100,
-                         "Longest time a record waits in a channel batch before it is sent.")
-
-
-RUNTIME_MODE = register_option("execution.runtime-mode", parse_str, "STREAMING",
-                       "STREAMING, BATCH (every non-forward exchange is blocking: stages run "
-                       "one after another, a failure restarts one stage), or AUTOMATIC "
-                       "(BATCH when every source is bounded).",
-                       choices=("STREAMING", "BATCH", "AUTOMATIC"))
-
+RUNTIME_MODE = register_option(
+    "execution.runtime-mode",
+    parse_str,
+    "STREAMING",
+    "STREAMING, BATCH (every non-forward exchange is blocking: stages run "
+    "one after another, a failure restarts one stage), or AUTOMATIC "
+    "(BATCH when every source is bounded).",
+    choices=("STREAMING", "BATCH", "AUTOMATIC"),
+)
 
 BLOCKING_PARTITIONS_DIR = register_option(
-    "flowray.blocking-partitions.dir", parse_str, None,
+    "flowray.blocking-partitions.dir",
+    parse_str,
+    None,
     "Where BATCH-mode blocking result partitions are written (a folder every task can "
-    "reach); unset: flowray-partitions in the system temp folder.")
+    "reach); unset: flowray-partitions in the system temp folder.",
+)
 
 
-PIPELINE_NAME = register_option("pipeline.name", parse_str, None, "Job name used when none is given.")
+PIPELINE_NAME = register_option(
+    "pipeline.name", parse_str, None, "Job name used when none is given."
+)
+
+RAY_ADDRESS = register_option(
+    "ray.address",
+    parse_str,
+    None,
+    "Ray cluster to join (also RAY_ADDRESS); unset: embedded local Ray.",
+)
 
 
-RAY_ADDRESS = register_option("ray.address", parse_str, None,
-                      "Ray cluster to join (also RAY_ADDRESS); unset: embedded local Ray.")
+CHANNEL_TRANSPORT = register_option(
+    "flowray.channel.transport",
+    parse_str,
+    "socket",
+    "Data plane between tasks: 'socket' (unix/TCP streams) or 'ray' "
+    "(actor calls carrying serialized batches).",
+    choices=("socket", "ray"),
+)
+
+CHANNEL_BATCH_SIZE = register_option(
+    "flowray.channel.batch-size",
+    parse_int,
+    1000,
+    "Records per channel batch before it is flushed.",
+    check=_positive,
+)
 
 
-CHANNEL_TRANSPORT = register_option("flowray.channel.transport", parse_str, "socket",
-                            "Data plane between tasks: 'socket' (unix/TCP streams) or 'ray' "
-                            "(actor calls carrying serialized batches).",
-                            choices=("socket", "ray"))
+CHANNEL_CREDITS = register_option(
+    "flowray.channel.credits",
+    parse_int,
+    8,
+    "Batches a writer may have unacknowledged per channel.",
+    check=_positive,
+)
+
+DEPLOY_TIMEOUT = register_option(
+    "flowray.deploy-timeout",
+    parse_duration_ms,
+    120_000,
+    "How long tasks may take to start and connect their channels.",
+    check=_positive,
+)
 
 
-CHANNEL_BATCH_SIZE = register_option("flowray.channel.batch-size", parse_int, 1000,
-                             "Records per channel batch before it is flushed.", check=_positive)
+EXECUTION_TARGET = register_option(
+    "execution.target",
+    parse_str,
+    "ray",
+    "Where jobs run: 'ray' (task actors) or 'local' (threads in the "
+    "driver; for tests and debugging).",
+    choices=("ray", "local"),
+)
 
-
-CHANNEL_CREDITS = register_option("flowray.channel.credits", parse_int, 8,
-                          "Batches a writer may have unacknowledged per channel.",
-                          check=_positive)
-
-
-DEPLOY_TIMEOUT = register_option("flowray.deploy-timeout", parse_duration_ms, 120_000,
-                         "How long tasks may take to start and connect their channels.",
-                         check=_positive)
-
-
-EXECUTION_TARGET = register_option("execution.target", parse_str, "ray",
-                           "Where jobs run: 'ray' (task actors) or 'local' (threads in the "
-                           "driver; for tests and debugging).", choices=("ray", "local"))
-
-
-PROGRESS_INTERVAL = register_option("flowray.progress-interval", parse_duration_ms, 10_000,
-                            "How often a running job logs a progress line (0: never).")
+PROGRESS_INTERVAL = register_option(
+    "flowray.progress-interval",
+    parse_duration_ms,
+    10_000,
+    "How often a running job logs a progress line (0: never).",
+)
 
 
 def _non_negative(v: Any) -> Optional[str]:
@@ -105,90 +188,131 @@ def _at_least_one(v: Any) -> Optional[str]:
 
 
 CHECKPOINTING_INTERVAL = register_option(
-    "execution.checkpointing.interval", parse_duration_ms, None,
-    "Time between checkpoint triggers; unset: checkpointing is off.", check=_positive)
+    "execution.checkpointing.interval",
+    parse_duration_ms,
+    None,
+    "Time between checkpoint triggers; unset: checkpointing is off.",
+    check=_positive,
+)
 
 
 CHECKPOINTING_MODE = register_option(
-    "execution.checkpointing.mode", parse_str, "EXACTLY_ONCE",
+    "execution.checkpointing.mode",
+    parse_str,
+    "EXACTLY_ONCE",
     "EXACTLY_ONCE (barriers are aligned) or AT_LEAST_ONCE (never blocks an input).",
     choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
-    aliases={"exactly-once": "exactly_once", "at-least-once": "at_least_once"})
-
+    aliases={"exactly-once": "exactly_once", "at-least-once": "at_least_once"},
+)
 
 CHECKPOINTING_TIMEOUT = register_option(
-    "execution.checkpointing.timeout", parse_duration_ms, 600_000,
-    "A checkpoint not complete after this long is aborted (reason: expired).", check=_positive)
+    "execution.checkpointing.timeout",
+    parse_duration_ms,
+    600_000,
+    "A checkpoint not complete after this long is aborted (reason: expired).",
+    check=_positive,
+)
 
 
 CHECKPOINTING_MIN_PAUSE = register_option(
-    "execution.checkpointing.min-pause", parse_duration_ms, 0,
-    "Least time between the end of one checkpoint and the trigger of the next.")
-
+    "execution.checkpointing.min-pause",
+    parse_duration_ms,
+    0,
+    "Least time between the end of one checkpoint and the trigger of the next.",
+)
 
 CHECKPOINTING_MAX_CONCURRENT = register_option(
-    "execution.checkpointing.max-concurrent-checkpoints", parse_int, 1,
-    "Checkpoints that may be in progress at once.", check=_at_least_one)
+    "execution.checkpointing.max-concurrent-checkpoints",
+    parse_int,
+    1,
+    "Checkpoints that may be in progress at once.",
+    check=_at_least_one,
+)
 
 
 CHECKPOINTING_TOLERABLE_FAILURES = register_option(
-    "execution.checkpointing.tolerable-failed-checkpoints", parse_int, 0,
+    "execution.checkpointing.tolerable-failed-checkpoints",
+    parse_int,
+    0,
     "Consecutive checkpoint failures (expired, failed asynchronous part, storage errors) "
-    "tolerated before the job fails over.", check=_non_negative)
-
+    "tolerated before the job fails over.",
+    check=_non_negative,
+)
 
 CHECKPOINTING_UNALIGNED = register_option(
-    "execution.checkpointing.unaligned", parse_bool, False,
+    "execution.checkpointing.unaligned",
+    parse_bool,
+    False,
     "Unaligned checkpoints (not supported: must be false).",
-    check=lambda v: "unaligned checkpoints are not supported yet" if v else None)
+    check=lambda v: "unaligned checkpoints are not supported yet" if v else None,
+)
 
 
 CHECKPOINTS_RETENTION = register_option(
-    "execution.checkpointing.externalized-checkpoint-retention", parse_str,
+    "execution.checkpointing.externalized-checkpoint-retention",
+    parse_str,
     "NO_EXTERNALIZED_CHECKPOINTS",
     "What happens to a job's checkpoints when it ends: NO_EXTERNALIZED_CHECKPOINTS (deleted "
     "whatever the outcome), DELETE_ON_CANCELLATION (kept if the job failed), "
     "RETAIN_ON_CANCELLATION (kept if it failed or was cancelled). A finished job's "
     "checkpoints are always deleted.",
-    choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"))
-
+    choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
+)
 
 JOB_MASTER_MAX_RESTARTS = register_option(
-    "flowray.jobmaster.max-restarts", parse_int, 3,
+    "flowray.jobmaster.max-restarts",
+    parse_int,
+    3,
     "How often a dead job master actor is restarted (it resumes the job from the latest "
     "completed checkpoint); only with checkpointing enabled, otherwise the job fails.",
-    check=_non_negative)
+    check=_non_negative,
+)
 
 
 STATE_BACKEND_TYPE = register_option(
-    "state.backend.type", parse_str, "hashmap",
+    "state.backend.type",
+    parse_str,
+    "hashmap",
     "Where keyed state lives: hashmap (Python dicts on the heap) or rocksdb (an embedded "
-    "RocksDB per task, through rocksdict).", choices=("hashmap", "rocksdb"),
-    aliases={"heap": "hashmap", "filesystem": "hashmap", "jobmanager": "hashmap"})
-
+    "RocksDB per task, through rocksdict).",
+    choices=("hashmap", "rocksdb"),
+    aliases={"heap": "hashmap", "filesystem": "hashmap", "jobmanager": "hashmap"},
+)
 
 ROCKSDB_LOCAL_DIR = register_option(
-    "state.backend.rocksdb.localdir", parse_str, None,
+    "state.backend.rocksdb.localdir",
+    parse_str,
+    None,
     "Working folder for RocksDB state (one sub-folder per task, removed when the task "
-    "ends); unset: the system temp folder.")
+    "ends); unset: the system temp folder.",
+)
 
 
 ROCKSDB_INCREMENTAL = register_option(
-    "state.backend.incremental", parse_bool, False,
+    "state.backend.incremental",
+    parse_bool,
+    False,
     "RocksDB only: incremental checkpoints (upload only the SST files that no confirmed "
     "earlier checkpoint uploaded; the rest are shared between checkpoints and "
-    "reference-counted by the job master). Ignored by the hashmap backend.")
-
+    "reference-counted by the job master). Ignored by the hashmap backend.",
+)
 
 CHECKPOINTS_DIR = register_option(
-    "state.checkpoints.dir", parse_str, None,
+    "state.checkpoints.dir",
+    parse_str,
+    None,
     "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "
-    "shared mount); unset: ./flowray-checkpoints under the working directory.")
+    "shared mount); unset: ./flowray-checkpoints under the working directory.",
+)
 
 
 CHECKPOINTS_NUM_RETAINED = register_option(
-    "state.checkpoints.num-retained", parse_int, 1,
-    "Completed checkpoints kept; older ones are subsumed and deleted.", check=_at_least_one)
+    "state.checkpoints.num-retained",
+    parse_int,
+    1,
+    "Completed checkpoints kept; older ones are subsumed and deleted.",
+    check=_at_least_one,
+)
 
 
 def _at_most_1mb(v: Any) -> Optional[str]:
@@ -196,83 +320,127 @@ def _at_most_1mb(v: Any) -> Optional[str]:
 
 
 MEMORY_THRESHOLD = register_option(
-    "state.storage.fs.memory-threshold", parse_memory_bytes, 20 << 10,
+    "state.storage.fs.memory-threshold",
+    parse_memory_bytes,
+    20 << 10,
     "Operator state (source positions, sink transactions, list state) of one operator in "
     "one subtask up to this size is kept inline in the checkpoint's _metadata; larger state "
-    "is written to a file of its own.", check=_at_most_1mb)
+    "is written to a file of its own.",
+    check=_at_most_1mb,
+)
 
 
 FAILOVER_STRATEGY = register_option(
-    "jobmanager.execution.failover-strategy", parse_str, "region",
+    "jobmanager.execution.failover-strategy",
+    parse_str,
+    "region",
     "Which tasks restart when one fails: 'region' (the failed task's pipelined region, the "
     "regions producing lost blocking inputs, and all consumer regions) or 'full' (every task).",
-    choices=("region", "full"))
+    choices=("region", "full"),
+)
 
 
 # -- restart strategies ------------------------------------------------------------------
 RESTART_STRATEGY_TYPE = register_option(
-    "restart-strategy.type", parse_str, None,
+    "restart-strategy.type",
+    parse_str,
+    None,
     "none | fixed-delay | failure-rate | exponential-delay; unset: none without "
     "checkpointing, exponential-delay with it.",
     choices=("none", "fixed-delay", "failure-rate", "exponential-delay"),
-    aliases={"off": "none", "disable": "none", "fixeddelay": "fixed-delay",
-             "failurerate": "failure-rate", "exponentialdelay": "exponential-delay"})
-
+    aliases={
+        "off": "none",
+        "disable": "none",
+        "fixeddelay": "fixed-delay",
+        "failurerate": "failure-rate",
+        "exponentialdelay": "exponential-delay",
+    },
+)
 
 FIXED_DELAY_ATTEMPTS = register_option(
-    "restart-strategy.fixed-delay.attempts", parse_count_or_infinite, 1,
-    "Restarts allowed before the job fails.")
+    "restart-strategy.fixed-delay.attempts",
+    parse_count_or_infinite,
+    1,
+    "Restarts allowed before the job fails.",
+)
 
 
 FIXED_DELAY_DELAY = register_option(
-    "restart-strategy.fixed-delay.delay", parse_duration_ms, 1_000,
-    "Wait between a failure and the restart.")
-
+    "restart-strategy.fixed-delay.delay",
+    parse_duration_ms,
+    1_000,
+    "Wait between a failure and the restart.",
+)
 
 FAILURE_RATE_MAX_FAILURES = register_option(
-    "restart-strategy.failure-rate.max-failures-per-interval", parse_int, 1,
-    "Failures within one interval that are still restarted.", check=_at_least_one)
+    "restart-strategy.failure-rate.max-failures-per-interval",
+    parse_int,
+    1,
+    "Failures within one interval that are still restarted.",
+    check=_at_least_one,
+)
 
 
 FAILURE_RATE_INTERVAL = register_option(
-    "restart-strategy.failure-rate.failure-rate-interval", parse_duration_ms, 60_000,
-    "The window in which failures are counted.", check=_positive)
-
+    "restart-strategy.failure-rate.failure-rate-interval",
+    parse_duration_ms,
+    60_000,
+    "The window in which failures are counted.",
+    check=_positive,
+)
 
 FAILURE_RATE_DELAY = register_option(
-    "restart-strategy.failure-rate.delay", parse_duration_ms, 1_000,
-    "Wait between a failure and the restart.")
+    "restart-strategy.failure-rate.delay",
+    parse_duration_ms,
+    1_000,
+    "Wait between a failure and the restart.",
+)
 
 
 EXP_DELAY_INITIAL_BACKOFF = register_option(
-    "restart-strategy.exponential-delay.initial-backoff", parse_duration_ms, 1_000,
-    "First wait after a failure.")
-
+    "restart-strategy.exponential-delay.initial-backoff",
+    parse_duration_ms,
+    1_000,
+    "First wait after a failure.",
+)
 
 EXP_DELAY_MAX_BACKOFF = register_option(
-    "restart-strategy.exponential-delay.max-backoff", parse_duration_ms, 60_000,
-    "Longest wait between restarts.")
+    "restart-strategy.exponential-delay.max-backoff",
+    parse_duration_ms,
+    60_000,
+    "Longest wait between restarts.",
+)
 
 
 EXP_DELAY_MULTIPLIER = register_option(
-    "restart-strategy.exponential-delay.backoff-multiplier", parse_float, 1.5,
+    "restart-strategy.exponential-delay.backoff-multiplier",
+    parse_float,
+    1.5,
     "Factor applied to the wait after each failure.",
-    check=lambda v: None if v > 1.0 else "must be greater than 1.0")
-
+    check=lambda v: None if v > 1.0 else "must be greater than 1.0",
+)
 
 EXP_DELAY_RESET_THRESHOLD = register_option(
-    "restart-strategy.exponential-delay.reset-backoff-threshold", parse_duration_ms,
-    3_600_000, "A job that ran this long without failing starts again from the initial "
-    "backoff.", check=_positive)
+    "restart-strategy.exponential-delay.reset-backoff-threshold",
+    parse_duration_ms,
+    3_600_000,
+    "A job that ran this long without failing starts again from the initial backoff.",
+    check=_positive,
+)
 
 
 EXP_DELAY_JITTER = register_option(
-    "restart-strategy.exponential-delay.jitter-factor", parse_float, 0.1,
+    "restart-strategy.exponential-delay.jitter-factor",
+    parse_float,
+    0.1,
     "Random spread of the wait, as a fraction of it (0 to 1).",
-    check=lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1")
-
+    check=lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1",
+)
 
 EXP_DELAY_ATTEMPTS_BEFORE_RESET = register_option(
     "restart-strategy.exponential-delay.attempts-before-reset-backoff",
-    parse_count_or_infinite, INFINITE,
-    "Restarts allowed before the backoff is reset; more fail the job.", check=_at_least_one)
+    parse_count_or_infinite,
+    INFINITE,
+    "Restarts allowed before the backoff is reset; more fail the job.",
+    check=_at_least_one,
+)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from typing import Any, Dict
+
 from flowray.common.configuration import Configuration, parse_duration_ms
 
 __all__ = ["RestartStrategyConfiguration", "RestartStrategies"]
@@ -44,32 +45,48 @@ class RestartStrategies:
         return RestartStrategyConfiguration({"restart-strategy.type": "none"})
 
     @staticmethod
-    def fixed_delay_restart(restart_attempts: int, delay_between_attempts: Any
-                            ) -> RestartStrategyConfiguration:
-        return RestartStrategyConfiguration({
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": restart_attempts,
-            "restart-strategy.fixed-delay.delay": _ms(delay_between_attempts, "delay")})
+    def fixed_delay_restart(
+        restart_attempts: int, delay_between_attempts: Any
+    ) -> RestartStrategyConfiguration:
+        return RestartStrategyConfiguration(
+            {
+                "restart-strategy.type": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": restart_attempts,
+                "restart-strategy.fixed-delay.delay": _ms(delay_between_attempts, "delay"),
+            }
+        )
 
     @staticmethod
-    def failure_rate_restart(failure_rate: int, failure_interval: Any, delay_interval: Any
-                             ) -> RestartStrategyConfiguration:
-        return RestartStrategyConfiguration({
-            "restart-strategy.type": "failure-rate",
-            "restart-strategy.failure-rate.max-failures-per-interval": failure_rate,
-            "restart-strategy.failure-rate.failure-rate-interval":
-                _ms(failure_interval, "failure interval"),
-            "restart-strategy.failure-rate.delay": _ms(delay_interval, "delay")})
+    def failure_rate_restart(
+        failure_rate: int, failure_interval: Any, delay_interval: Any
+    ) -> RestartStrategyConfiguration:
+        return RestartStrategyConfiguration(
+            {
+                "restart-strategy.type": "failure-rate",
+                "restart-strategy.failure-rate.max-failures-per-interval": failure_rate,
+                "restart-strategy.failure-rate.failure-rate-interval": _ms(
+                    failure_interval, "failure interval"
+                ),
+                "restart-strategy.failure-rate.delay": _ms(delay_interval, "delay"),
+            }
+        )
 
     @staticmethod
-    def exponential_delay_restart(initial_backoff: Any, max_backoff: Any,
-                                  backoff_multiplier: float, reset_backoff_threshold: Any,
-                                  jitter_factor: float) -> RestartStrategyConfiguration:
+    def exponential_delay_restart(
+        initial_backoff: Any,
+        max_backoff: Any,
+        backoff_multiplier: float,
+        reset_backoff_threshold: Any,
+        jitter_factor: float,
+    ) -> RestartStrategyConfiguration:
         prefix = "restart-strategy.exponential-delay."
-        return RestartStrategyConfiguration({
-            "restart-strategy.type": "exponential-delay",
-            prefix + "initial-backoff": _ms(initial_backoff, "initial backoff"),
-            prefix + "max-backoff": _ms(max_backoff, "max backoff"),
-            prefix + "backoff-multiplier": backoff_multiplier,
-            prefix + "reset-backoff-threshold": _ms(reset_backoff_threshold, "threshold"),
-            prefix + "jitter-factor": jitter_factor})
+        return RestartStrategyConfiguration(
+            {
+                "restart-strategy.type": "exponential-delay",
+                prefix + "initial-backoff": _ms(initial_backoff, "initial backoff"),
+                prefix + "max-backoff": _ms(max_backoff, "max backoff"),
+                prefix + "backoff-multiplier": backoff_multiplier,
+                prefix + "reset-backoff-threshold": _ms(reset_backoff_threshold, "threshold"),
+                prefix + "jitter-factor": jitter_factor,
+            }
+        )

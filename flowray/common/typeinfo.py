@@ -3,7 +3,7 @@ places that need a schema (e.g. writing to Spark) and otherwise not enforced."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 __all__ = ["TypeInformation", "Types", "RowTypeInfo", "TupleTypeInfo", "BasicTypeInfo",
            "ListTypeInfo", "MapTypeInfo", "PickledBytesTypeInfo"]

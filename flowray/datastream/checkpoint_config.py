@@ -16,6 +16,8 @@ every path is validated the same way and the job sees one configuration.
 from __future__ import annotations
 
 from typing import Optional
+
+from flowray.common.configuration import Configuration
 from flowray.common.options import (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MAX_CONCURRENT,
@@ -26,7 +28,6 @@ from flowray.common.options import (
     CHECKPOINTS_DIR,
     CHECKPOINTS_NUM_RETAINED,
 )
-from flowray.common.configuration import Configuration
 from flowray.common.restart_strategy import _ms
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 
@@ -47,8 +48,9 @@ class CheckpointConfig:
         return -1 if interval is None else interval
 
     def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_INTERVAL.key,
-                              _ms(checkpoint_interval, "checkpoint interval"))
+        self._conf.set_string(
+            CHECKPOINTING_INTERVAL.key, _ms(checkpoint_interval, "checkpoint interval")
+        )
         return self
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
@@ -64,8 +66,9 @@ class CheckpointConfig:
         return self._conf.get(CHECKPOINTING_TIMEOUT)
 
     def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_TIMEOUT.key,
-                              _ms(checkpoint_timeout, "checkpoint timeout"))
+        self._conf.set_string(
+            CHECKPOINTING_TIMEOUT.key, _ms(checkpoint_timeout, "checkpoint timeout")
+        )
         return self
 
     def get_min_pause_between_checkpoints(self) -> int:

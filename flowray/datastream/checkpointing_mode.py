@@ -1,5 +1,4 @@
-"""``CheckpointingMode`` (EXACTLY_ONCE, AT_LEAST_ONCE), as PyFlink's.
-"""
+"""``CheckpointingMode`` (EXACTLY_ONCE, AT_LEAST_ONCE), as PyFlink's."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from typing import TYPE_CHECKING, Any, Optional, Union
+
 from flowray.operators.base import StreamOperator, keyed_state_methods_used
 from flowray.operators.basic import (
     CoFlatMapOperator,
@@ -26,14 +27,21 @@ from flowray.operators.basic import (
     MapOperator,
     ProcessOperator,
 )
-from flowray.operators.keyed import KeyedProcessOperator, KeyedReduceOperator, field_aggregator
+from flowray.operators.keyed import (
+    KeyedProcessOperator,
+    KeyedReduceOperator,
+    field_aggregator,
+)
 from flowray.operators.sinks import (
     DriverSinkOperator,
     Sink,
     SinkFunctionOperator,
     SinkWriterOperator,
 )
-from flowray.operators.two_phase_commit import TwoPhaseCommitSink, TwoPhaseCommitSinkOperator
+from flowray.operators.two_phase_commit import (
+    TwoPhaseCommitSink,
+    TwoPhaseCommitSinkOperator,
+)
 from flowray.runtime.execution.client import CollectIterator
 from flowray.runtime.graph.transformations import (
     ChainingStrategy,
@@ -54,7 +62,9 @@ from flowray.runtime.network.partitioners import (
 )
 
 if TYPE_CHECKING:
-    from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from flowray.datastream.stream_execution_environment import (
+        StreamExecutionEnvironment,
+    )
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams"]
 
@@ -64,7 +74,8 @@ def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
     if used:
         raise GraphError(
             f"operator {operator_name!r} uses keyed state ({', '.join(used)}) but its input is "
-            "not keyed; apply it to a KeyedStream (after key_by(...))")
+            "not keyed; apply it to a KeyedStream (after key_by(...))"
+        )
 
 
 class DataStream:
@@ -77,8 +88,10 @@ class DataStream:
     # -- naming and parallelism ----------------------------------------------------------
     def _physical(self, what: str) -> Transformation:
         if self._t.is_virtual:
-            raise GraphError(f"cannot set {what} on a partitioning or union; set it on an "
-                             "operator (e.g. after map)")
+            raise GraphError(
+                f"cannot set {what} on a partitioning or union; set it on an "
+                "operator (e.g. after map)"
+            )
         return self._t
 
     def name(self, name: str) -> "DataStream":
@@ -142,8 +155,7 @@ class DataStream:
         if not callable(key_selector) and not callable(getattr(key_selector, "get_key", None)):
             raise TypeError(f"key_by expects a function or KeySelector, got {key_selector!r}")
         partitioner = KeyGroupStreamPartitioner(key_selector, self._env._max_parallelism)
-        return KeyedStream(self._env, PartitionTransformation(self._t, partitioner),
-                           key_selector)
+        return KeyedStream(self._env, PartitionTransformation(self._t, partitioner), key_selector)
 
     def union(self, *streams: "DataStream") -> "DataStream":
         return DataStream(self._env, UnionTransformation([self._t] + [s._t for s in streams]))
@@ -179,39 +191,6 @@ class DataStream:
         name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
         return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name))
 
-    def to_spark_dataframe(self, output_type: Any) -> Any:
-        """A Spark DataFrame of this stream's records, for Spark SQL and then
-        ``env.from_spark(...)`` in the same program (a blocking stage: what comes after
-        runs once this stream is complete). ``output_type``: ``Types.ROW_NAMED`` (or
-        ``ROW``/``TUPLE``), the DataFrame's schema, needed before the data exists. The
-        DataFrame reads the stage's files at every Spark action, so it can be used many
-        times, also after the job."""
-        import os
-        import tempfile
-        import uuid
-
-        from flowray.datastream.connectors.spark import arrow_schema_of
-        from flowray.operators.parquet_sink import ParquetFilesSink
-        from flowray.spark import get_or_create_spark
-
-        from flowray.common.options import BLOCKING_PARTITIONS_DIR
-        from flowray.spark.stage import SparkStage, lazy_parquet_dataframe
-        if output_type is None:
-            raise TypeError("to_spark_dataframe needs output_type (e.g. Types.ROW_NAMED(...)): "
-                            "Spark needs the schema before the data exists")
-        schema = arrow_schema_of(output_type)
-        env = self._env
-        root = env._config.get(BLOCKING_PARTITIONS_DIR) or os.path.join(
-            tempfile.gettempdir(), "flowray-partitions")
-        folder = os.path.join(root, f"spark-stage-{uuid.uuid4().hex[:12]}")
-        os.makedirs(folder, exist_ok=True)
-        sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))
-        sink.name("Spark stage")
-        env._spark_stages.append(SparkStage(folder, sink._ds._t.id))
-        parallelism = self._t.parallelism or env._parallelism
-        return lazy_parquet_dataframe(get_or_create_spark(env._config), folder, schema,
-                                      max(1, int(parallelism)))
-
     def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
         """Write to ``sink``: a :class:`Sink` (at-least-once) or a
         :class:`TwoPhaseCommitSink` such as ``FileSink`` (exactly-once with checkpoints)."""
@@ -224,8 +203,9 @@ class DataStream:
             return self._sink(TwoPhaseCommitSinkOperator(sink_func))
         return self._sink(SinkFunctionOperator(sink_func))
 
-    def execute_and_collect(self, job_name: Optional[str] = None,
-                            limit: Optional[int] = None) -> Any:
+    def execute_and_collect(
+        self, job_name: Optional[str] = None, limit: Optional[int] = None
+    ) -> Any:
         """Run the job; an iterator over this stream's records (a list if ``limit``).
 
         Close the iterator (or use it in ``with``) to cancel a job still running.
@@ -234,8 +214,11 @@ class DataStream:
         sink = self._sink(DriverSinkOperator("collect", endpoint_id))
         sink._ds._t.parallelism = 1
         client = self._env.execute_async(job_name)
-        it = CollectIterator(client, client.endpoints_by_id[endpoint_id],  # type: ignore
-                             limit)
+        it = CollectIterator(
+            client,
+            client.endpoints_by_id[endpoint_id],  # type: ignore
+            limit,
+        )
         if limit is not None:
             with it:
                 return list(it)
@@ -266,8 +249,9 @@ class DataStreamSink:
 class KeyedStream(DataStream):
     """A stream partitioned by key; operators on it may use keyed state and timers."""
 
-    def __init__(self, env: StreamExecutionEnvironment, t: Transformation,
-                 key_selector: Any) -> None:
+    def __init__(
+        self, env: StreamExecutionEnvironment, t: Transformation, key_selector: Any
+    ) -> None:
         super().__init__(env, t)
         self._key_selector = key_selector
 
@@ -293,8 +277,13 @@ class KeyedStream(DataStream):
         return self._keyed(KeyedReduceOperator(func, self._key_selector))
 
     def _aggregate(self, kind: str, field: Union[int, str]) -> DataStream:
-        return self._keyed(KeyedReduceOperator(field_aggregator(kind, field), self._key_selector,
-                                               name=f"Keyed Aggregation ({kind})"))
+        return self._keyed(
+            KeyedReduceOperator(
+                field_aggregator(kind, field),
+                self._key_selector,
+                name=f"Keyed Aggregation ({kind})",
+            )
+        )
 
     def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
         return self._aggregate("sum", position_to_sum)
@@ -328,8 +317,9 @@ class ConnectedStreams:
         return DataStream(env, t)
 
     def key_by(self, key_selector1: Any, key_selector2: Any) -> "ConnectedStreams":
-        return ConnectedStreams(self.stream1.key_by(key_selector1),
-                                self.stream2.key_by(key_selector2))
+        return ConnectedStreams(
+            self.stream1.key_by(key_selector1), self.stream2.key_by(key_selector2)
+        )
 
     def map(self, func: Any, output_type: Any = None) -> DataStream:
         _check_not_keyed_state(func, "Co-Map")

@@ -11,28 +11,33 @@ program through :mod:`flowray.datastream.extensions`.
 
 from __future__ import annotations
 
-import os
-from typing import Any, Dict, Iterable, List, Optional
-from flowray.operators.sources import CollectionSource, Source, SourceOperator
-from flowray.state.state_backend import StateBackend
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+from flowray.common.configuration import Configuration
+from flowray.common.options import (
+    EXECUTION_TARGET,
+    MAX_PARALLELISM,
+    PARALLELISM,
+    PIPELINE_NAME,
+)
+from flowray.common.restart_strategy import RestartStrategyConfiguration
 from flowray.datastream.checkpoint_config import CheckpointConfig
 from flowray.datastream.checkpointing_mode import CheckpointingMode
-from flowray.common.restart_strategy import RestartStrategyConfiguration
+from flowray.datastream.data_stream import DataStream
+from flowray.datastream.execution_mode import RuntimeExecutionMode
+from flowray.datastream.extensions import program_runners
+from flowray.operators.sources import CollectionSource, Source, SourceOperator
 from flowray.runtime.execution.client import JobClient, JobExecutionResult
-from flowray.common.options import EXECUTION_TARGET, MAX_PARALLELISM, PARALLELISM, PIPELINE_NAME
-from flowray.common.configuration import Configuration
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob, prepare_job
+from flowray.runtime.graph.job_graph import build_job_graph
+from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.runtime.graph.transformations import (
     OperatorTransformation,
     Transformation,
 )
-from flowray.runtime.graph.job_graph import build_job_graph
-from flowray.runtime.graph.stream_graph import build_stream_graph
-from flowray.datastream.data_stream import DataStream
-from flowray.datastream.execution_mode import RuntimeExecutionMode
+from flowray.state.state_backend import StateBackend
 
 __all__ = ["StreamExecutionEnvironment"]
-
 
 DEFAULT_JOB_NAME = "Flink Streaming Job"
 
@@ -41,16 +46,15 @@ class StreamExecutionEnvironment:
     """Entry point of a flowray program, as PyFlink's ``StreamExecutionEnvironment``."""
 
     def __init__(self, configuration: Optional[Configuration] = None) -> None:
-        self._config = Configuration(configuration) if configuration is not None \
-            else Configuration()
+        self._config = (
+            Configuration(configuration) if configuration is not None else Configuration()
+        )
         self._parallelism = self._config.get(PARALLELISM)
         self._max_parallelism = self._config.get(MAX_PARALLELISM)
         self._transformations: List[Transformation] = []
         self._executor: Optional[JobExecutor] = None
-        # Spark as a blocking stage: to_spark_dataframe boundaries and the from_spark
-        # sources that wait for them (transformation id -> source)
-        self._spark_stages: List[Any] = []
-        self._deferred_spark_sources: Dict[int, Any] = {}
+        # what plug-ins keep for the program being built (see flowray.datastream.extensions)
+        self._extension_states: Dict[str, Any] = {}
 
     @staticmethod
     def get_execution_environment(
@@ -95,9 +99,9 @@ class StreamExecutionEnvironment:
         return self
 
     # -- checkpoints and restarts ----------------------------------------------------------
-    def enable_checkpointing(self, interval: int,
-                             mode: Optional[CheckpointingMode] = None
-                             ) -> "StreamExecutionEnvironment":
+    def enable_checkpointing(
+        self, interval: int, mode: Optional[CheckpointingMode] = None
+    ) -> "StreamExecutionEnvironment":
         """Checkpoint every ``interval`` ms (``execution.checkpointing.interval``), in
         ``mode`` (default EXACTLY_ONCE)."""
         cc = self.get_checkpoint_config()
@@ -118,18 +122,23 @@ class StreamExecutionEnvironment:
     def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
         """``HashMapStateBackend()`` (default) or ``EmbeddedRocksDBStateBackend()``."""
         if not isinstance(state_backend, StateBackend):
-            raise TypeError(f"expected a state backend (HashMapStateBackend or "
-                            f"EmbeddedRocksDBStateBackend), got {state_backend!r}")
+            raise TypeError(
+                f"expected a state backend (HashMapStateBackend or "
+                f"EmbeddedRocksDBStateBackend), got {state_backend!r}"
+            )
         for k, v in state_backend.to_config().items():
             self._config.set_string(k, v)
         return self
 
-    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
-                             ) -> "StreamExecutionEnvironment":
+    def set_restart_strategy(
+        self, restart_strategy_configuration: RestartStrategyConfiguration
+    ) -> "StreamExecutionEnvironment":
         """As PyFlink's: e.g. ``RestartStrategies.fixed_delay_restart(3, 10000)``."""
         if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
-            raise TypeError("expected a RestartStrategies.* configuration, got "
-                            f"{restart_strategy_configuration!r}")
+            raise TypeError(
+                "expected a RestartStrategies.* configuration, got "
+                f"{restart_strategy_configuration!r}"
+            )
         for key in list(self._config.key_set()):
             if key.startswith("restart-strategy."):
                 self._config.remove_config(key)
@@ -154,45 +163,28 @@ class StreamExecutionEnvironment:
         t.parallelism = 1
         return DataStream(self, t)
 
-    def from_source(self, source: Source, watermark_strategy: Any = None,
-                    source_name: Optional[str] = None, type_info: Any = None) -> "DataStream":
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: Any = None,
+        source_name: Optional[str] = None,
+        type_info: Any = None,
+    ) -> "DataStream":
         name = f"Source: {source_name}" if source_name else None
         op = SourceOperator(source, name)
         return DataStream(self, self._add(OperatorTransformation(op)))
 
-    def from_spark(self, dataframe_or_table: Any,
-                   source_name: Optional[str] = None) -> "DataStream":
-        """A bounded, replayable stream of a Spark DataFrame's (or table's) rows, as named
-        :class:`~flowray.common.types.Row` s. RayDP converts it into Ray blocks now, on
-        the driver; block ``b`` goes to source subtask ``b % parallelism`` and a restored
-        subtask resumes at the exact row. A table name starts Spark if none is running
-        (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration)."""
-        from flowray.spark import get_or_create_spark
-
-        from flowray.spark.source import spark_source
-        spark = (get_or_create_spark(self._config) if isinstance(dataframe_or_table, str)
-                 else getattr(dataframe_or_table, "sparkSession", None))
-        if spark is None:
-            raise TypeError(f"from_spark expects a Spark DataFrame or a table name, "
-                            f"got {type(dataframe_or_table).__name__}")
-        if self._spark_stages and not isinstance(dataframe_or_table, str):
-            # may depend on a to_spark_dataframe stage of this program: converted when
-            # execute() gets there
-            from flowray.spark.stage import DeferredSparkSource
-            deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame")
-            stream = self.from_source(deferred, source_name=deferred.default_name)
-            self._deferred_spark_sources[stream._t.id] = deferred
-            return stream
-        source = spark_source(spark, dataframe_or_table, source_name)
-        return self.from_source(source, source_name=source.default_name)
-
     # -- running -----------------------------------------------------------------------
-    def _prepare(self, job_name: Optional[str],
-                 transformations: Optional[List[Transformation]] = None) -> PreparedJob:
+    def _prepare(
+        self, job_name: Optional[str], transformations: Optional[List[Transformation]] = None
+    ) -> PreparedJob:
         name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
         stream_graph = build_stream_graph(
-            self._transformations if transformations is None else transformations, name,
-            self._parallelism, self._max_parallelism)
+            self._transformations if transformations is None else transformations,
+            name,
+            self._parallelism,
+            self._max_parallelism,
+        )
         return prepare_job(build_job_graph(stream_graph), self._config.to_dict())
 
     def _make_executor(self) -> JobExecutor:
@@ -200,30 +192,33 @@ class StreamExecutionEnvironment:
             return self._executor
         if self._config.get(EXECUTION_TARGET) == "local":
             from flowray.runtime.execution.local_executor import LocalExecutor
+
             return LocalExecutor()
-        from flowray.runtime.execution.ray_executor import RayExecutor  # imports ray only when a job runs on Ray
+        from flowray.runtime.execution.ray_executor import (
+            RayExecutor,  # imports ray only when a job runs on Ray
+        )
+
         return RayExecutor()
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
-        """Submit the job; a :class:`JobClient` to watch or cancel it. A program with a
-        Spark stage followed by ``from_spark`` first runs (and waits for) the part before
-        the stage, then submits the rest."""
+        """Submit the job; a :class:`JobClient` to watch or cancel it. A plug-in's program
+        runner may run the program in several jobs (e.g. around a Spark stage): the client
+        is then the last job's."""
         transformations = list(self._transformations)
-        stages, deferred = self._spark_stages, self._deferred_spark_sources
+        states, self._extension_states = self._extension_states, {}
         # as Flink: the next execute() starts a new program
         self._transformations.clear()
-        self._spark_stages, self._deferred_spark_sources = [], {}
-        if deferred:
-            from flowray.spark.stage import split_program
-            first, second = split_program(transformations, set(deferred))
-            name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
-            self._run_spark_stage(first, stages, list(deferred.values()), name)
-            return self._submit(second, f"{name} (after Spark)")
+        name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
+        for key, runner in program_runners():
+            client = runner.run(self, transformations, states.get(key), name, self._submit)
+            if client is not None:
+                return client
         return self._submit(transformations, job_name)
 
-    def _submit(self, transformations: List[Transformation],
-                job_name: Optional[str]) -> JobClient:
-        job = self._prepare(job_name, transformations)
+    def _submit(
+        self, transformations: Sequence[Transformation], job_name: Optional[str]
+    ) -> JobClient:
+        job = self._prepare(job_name, list(transformations))
         hooks = _driver_hooks(transformations)
         for fn in hooks:
             fn.prepare_on_driver()
@@ -232,28 +227,12 @@ class StreamExecutionEnvironment:
             client.on_outcome(fn.finish_on_driver)
         return client
 
-    def _run_spark_stage(self, first: List[Transformation], stages: List[Any],
-                         deferred: List[Any], name: str) -> None:
-        """Run the part before the Spark stage, then convert the sources after it. The
-        stage's files are checked before the conversion: if some are gone, the part before
-        runs again (once)."""
-        from flowray.spark import get_or_create_spark
-
-        from flowray.runtime import spark_stages
-        for attempt in range(2):
-            if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
-                for stage in stages:
-                    spark_stages.reset_stage(stage)
-                self._submit(first, f"{name} (before Spark)").wait()
-                for stage in stages:
-                    spark_stages.record_stage_output(stage)
-            if all(spark_stages.stage_output_intact(s) for s in stages):
-                break
-        else:
-            raise RuntimeError("the Spark stage's files disappeared twice while converting")
-        spark = get_or_create_spark(self._config)
-        for i, source in enumerate(deferred):  # "_": not part of the stage's DataFrame
-            source.convert(spark, os.path.join(stages[0].folder, "_converted", str(i)))
+    def extension_state(self, key: str, factory: Callable[[], Any]) -> Any:
+        """The state a plug-in keeps for the program being built (created by ``factory``
+        on first use, handed to the plug-in's program runner at ``execute_async``)."""
+        if key not in self._extension_states:
+            self._extension_states[key] = factory()
+        return self._extension_states[key]
 
     def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
         """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""
@@ -261,12 +240,16 @@ class StreamExecutionEnvironment:
 
     def get_execution_plan(self) -> str:
         """The chained job graph as text: one line per task, with its inputs."""
-        job = build_job_graph(build_stream_graph(self._transformations, "plan",
-                                                 self._parallelism, self._max_parallelism))
+        job = build_job_graph(
+            build_stream_graph(
+                self._transformations, "plan", self._parallelism, self._max_parallelism
+            )
+        )
         lines = []
         for v in job.topological_order():
-            ins = ", ".join(f"{job.vertices[e.source_vertex].name} [{e.partitioner.name}]"
-                            for e in v.inputs)
+            ins = ", ".join(
+                f"{job.vertices[e.source_vertex].name} [{e.partitioner.name}]" for e in v.inputs
+            )
             lines.append(f"{v.name} (parallelism {v.parallelism})" + (f" <- {ins}" if ins else ""))
         return "\n".join(lines)
 
@@ -281,9 +264,12 @@ def _driver_hooks(transformations: Iterable[Any]) -> List[Any]:
     hooks, seen = [], set()
     for t in transformations:
         op = getattr(t, "operator", None)
-        for fn in (op.user_functions() if op is not None else []):
-            if id(fn) not in seen and callable(getattr(fn, "prepare_on_driver", None)) \
-                    and callable(getattr(fn, "finish_on_driver", None)):
+        for fn in op.user_functions() if op is not None else []:
+            if (
+                id(fn) not in seen
+                and callable(getattr(fn, "prepare_on_driver", None))
+                and callable(getattr(fn, "finish_on_driver", None))
+            ):
                 seen.add(id(fn))
                 hooks.append(fn)
     return hooks

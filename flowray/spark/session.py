@@ -43,6 +43,9 @@ from flowray.spark.options import (
 from flowray.common.configuration import Configuration
 
 __all__ = [
+    "get_or_create_spark",
+    "stop_spark_session",
+    "SparkTableNotFoundError",
     "JAVA_MODULE_OPENINGS",
     "JavaNotFoundError",
     "SparkSettings",
@@ -304,3 +307,21 @@ def _remove_new_ray_tmp_children(before: set) -> None:
     for name in _ray_tmp_children() - before:
         if name.isdigit():
             shutil.rmtree(os.path.join(_RAY_TMP, name), ignore_errors=True)
+
+
+class SparkTableNotFoundError(LookupError):
+    """``env.from_spark("name")`` names a table Spark does not know."""
+
+
+_manager = SparkSessionManager()
+
+
+def get_or_create_spark(config: "Configuration | Mapping[str, Any] | None" = None) -> Any:
+    """The Spark session (started on Ray through RayDP if none is running)."""
+    return _manager.get_or_create(config)
+
+
+def stop_spark_session() -> None:
+    """Stop the Spark session if flowray started it (``flowray.spark.stop_spark`` also
+    frees the converted DataFrames' blocks first)."""
+    _manager.stop()

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 import ray
 from ray.exceptions import RayError
 
+from flowray.spark.session import SparkTableNotFoundError
 from flowray.spark.block_source import ArrowBlockSource, BlockStore
 
 from flowray.runtime.execution.cluster import NAMESPACE
@@ -27,10 +28,6 @@ log = logging.getLogger(__name__)
 
 # the driver's handles of the block holders: an actor lives while a handle does
 _HOLDERS: Dict[str, Any] = {}
-
-
-class SparkTableNotFoundError(LookupError):
-    """``env.from_spark("name")`` names a table Spark does not know."""
 
 
 @ray.remote(num_cpus=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from flowray.runtime.execution.client import JobClient
 from flowray.runtime.messages import JobStatus
@@ -37,7 +37,7 @@ class FaultInjector:
 
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> actor name, for the tasks running in the current attempt."""
-        return self.client._handle.task_actor_names()  # type: ignore[attr-defined]
+        return self.client.task_actor_names()
 
     def kill(self, subtask_key: str) -> str:
         import ray
@@ -53,7 +53,10 @@ class FaultInjector:
         new one resumes the job from the latest completed checkpoint."""
         import ray
 
-        ray.kill(self.client._handle.master, no_restart=False)  # type: ignore[attr-defined]
+        master = self.client.job_master_actor()
+        if master is None:
+            raise RuntimeError("the job does not run on Ray: no job master actor to kill")
+        ray.kill(master, no_restart=False)
         self.killed.append("jobmaster")
 
     def kill_random_task(self, timeout_s: float = 60.0) -> str:

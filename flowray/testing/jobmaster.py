@@ -3,19 +3,19 @@
 ``TestingTopology()`` is a hand-built subtask graph for the failover strategies
 (:mod:`flowray.runtime.jobmaster.failover`): vertices by name, result partitions by
 ``connect``. ``RecordingDeployer()`` records what a
-:class:`~flowray.runtime.jobmaster.scheduler.JobScheduler` asks of its tasks.
+:class:`~flowray.runtime.jobmaster.scheduler.JobScheduler` asks of its tasks;
+``OneTaskGraph()`` is the smallest execution graph a scheduler can run (one subtask).
 """
 
 from __future__ import annotations
 
-import random
-import time
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.failover import RESULT_TYPES, FailoverTopology
-from flowray.runtime.jobmaster.scheduler import TaskDeployer
 
-__all__ = ["TestingTopology", "RecordingDeployer"]
+__all__ = ["TestingTopology", "RecordingDeployer", "OneTaskGraph"]
 
 
 class TestingTopology(FailoverTopology):
@@ -176,3 +176,17 @@ class RecordingDeployer(TaskDeployer):
     @property
     def last_descriptors(self) -> Dict[Any, Any]:
         return {d.subtask: d for d in self.deploys[-1][1]}
+
+
+class OneTaskGraph:
+    """An execution graph of one subtask ``v1[0]``; its deployment descriptor is the
+    subtask itself."""
+
+    def subtasks(self) -> List[SubtaskId]:
+        return [SubtaskId("v1", 0)]
+
+    def upstream(self) -> Dict[SubtaskId, set]:
+        return {SubtaskId("v1", 0): set()}
+
+    def deployment_descriptor(self, s: SubtaskId, *args: Any, **kwargs: Any) -> Any:
+        return s

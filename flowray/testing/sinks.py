@@ -39,6 +39,7 @@ from typing import Any, Dict, List
 
 import cloudpickle
 
+from flowray.common.files import atomic_write
 from flowray.operators.sinks import SinkWriterContext
 from flowray.operators.two_phase_commit import TwoPhaseCommitSink
 
@@ -76,13 +77,7 @@ class TransactionalTestingSink(TwoPhaseCommitSink):
         transaction["records"].extend(records)
 
     def pre_commit(self, transaction: Dict[str, Any]) -> None:
-        path = self._path(_PENDING, transaction)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(cloudpickle.dumps(transaction["records"]))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(self._path(_PENDING, transaction), cloudpickle.dumps(transaction["records"]))
         transaction["records"] = []  # the file holds them now; keep the handle small
 
     def commit(self, transaction: Dict[str, Any]) -> None:

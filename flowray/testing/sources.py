@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 from flowray.common.clock import Clock, SystemClock
-
 from flowray.operators.sources import (
     Boundedness,
     Source,

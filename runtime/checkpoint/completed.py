@@ -6,7 +6,8 @@ beyond ``state.checkpoints.num-retained``; savepoints never subsumed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import (Dict, List, Optional)
+from typing import Dict, List, Optional
+
 from flowray.state.snapshot import TaskStateSnapshot
 
 __all__ = ["CompletedCheckpoint", "CompletedCheckpointStore"]

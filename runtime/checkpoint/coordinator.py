@@ -47,11 +47,8 @@ complete src:0 1
 
 from __future__ import annotations
 
-import abc
-import enum
 import logging
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 from typing import (Any, Callable, Deque, Dict, FrozenSet, Iterable, List, Mapping,
                     Optional, Set, Union)
 
@@ -79,21 +76,7 @@ from flowray.runtime.checkpoint.shared_files import (
 from flowray.common.clock import Clock
 from flowray.runtime.graph.execution_graph import SubtaskId
 
-__all__ = [
-    "CheckpointFailureReason",
-    "AckResult",
-    "TaskStatus",
-    "CheckpointSettings",
-    "CompletedCheckpoint",
-    "CheckpointPlan",
-    "compute_checkpoint_plan",
-    "PendingCheckpoint",
-    "CompletedCheckpointStore",
-    "CheckpointFailureManager",
-    "CheckpointGateway",
-    "TriggerResult",
-    "CheckpointCoordinator",
-]
+__all__ = ["CheckpointCoordinator"]
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ False
 from __future__ import annotations
 
 import enum
-from typing import (Optional, Set, Union)
+from typing import Optional, Set, Union
 
 __all__ = ["CheckpointFailureReason", "notify_nobody", "CheckpointFailureManager"]
 
@@ -19,6 +19,7 @@ __all__ = ["CheckpointFailureReason", "notify_nobody", "CheckpointFailureManager
 # -----------------------------------------------------------------------------------------
 # vocabulary
 # -----------------------------------------------------------------------------------------
+
 
 class CheckpointFailureReason(enum.Enum):
     """Why a checkpoint was not triggered or not completed (Flink's texts).
@@ -41,12 +42,13 @@ class CheckpointFailureReason(enum.Enum):
     SUBSUMED = "Checkpoint has been subsumed."
     DECLINED_ON_CANCELLATION = "Task received cancellation from one of its inputs."
     DECLINED_TASK_NOT_READY = "Checkpoint was declined (tasks not ready)."
-    DECLINED_INPUT_END_OF_STREAM = ("Checkpoint was declined because one input stream is "
-                                    "finished.")
+    DECLINED_INPUT_END_OF_STREAM = "Checkpoint was declined because one input stream is finished."
     TRIGGER_FAILURE = "Trigger checkpoint failure."
     TOO_MANY_CONCURRENT = "The maximum number of concurrent checkpoints is exceeded."
-    MINIMUM_PAUSE = ("The minimum time between checkpoints is still pending. Checkpoint "
-                     "will be triggered after the minimum time.")
+    MINIMUM_PAUSE = (
+        "The minimum time between checkpoints is still pending. Checkpoint "
+        "will be triggered after the minimum time."
+    )
     NOT_ALL_TASKS_RUNNING = "Not all required tasks are currently running."
     ALL_TASKS_FINISHED = "All tasks of the job have finished."
     COORDINATOR_SHUTDOWN = "CheckpointCoordinator shutdown."
@@ -63,8 +65,9 @@ class CheckpointFailureReason(enum.Enum):
         return self in _PRE_FLIGHT
 
     @classmethod
-    def parse(cls, reason: "Union[CheckpointFailureReason, str, None]"
-              ) -> "CheckpointFailureReason":
+    def parse(
+        cls, reason: "Union[CheckpointFailureReason, str, None]"
+    ) -> "CheckpointFailureReason":
         """A reason from itself or its name (as tasks send it); unknown -> DECLINED."""
         if isinstance(reason, cls):
             return reason
@@ -78,16 +81,24 @@ class CheckpointFailureReason(enum.Enum):
         return cls.DECLINED
 
 
-_COUNTED = frozenset({CheckpointFailureReason.EXPIRED, CheckpointFailureReason.DECLINED,
-                      CheckpointFailureReason.ASYNC_FAILURE,
-                      CheckpointFailureReason.IO_FAILURE})
+_COUNTED = frozenset(
+    {
+        CheckpointFailureReason.EXPIRED,
+        CheckpointFailureReason.DECLINED,
+        CheckpointFailureReason.ASYNC_FAILURE,
+        CheckpointFailureReason.IO_FAILURE,
+    }
+)
 
-
-_PRE_FLIGHT = frozenset({CheckpointFailureReason.TOO_MANY_CONCURRENT,
-                         CheckpointFailureReason.MINIMUM_PAUSE,
-                         CheckpointFailureReason.NOT_ALL_TASKS_RUNNING,
-                         CheckpointFailureReason.ALL_TASKS_FINISHED,
-                         CheckpointFailureReason.COORDINATOR_SHUTDOWN})
+_PRE_FLIGHT = frozenset(
+    {
+        CheckpointFailureReason.TOO_MANY_CONCURRENT,
+        CheckpointFailureReason.MINIMUM_PAUSE,
+        CheckpointFailureReason.NOT_ALL_TASKS_RUNNING,
+        CheckpointFailureReason.ALL_TASKS_FINISHED,
+        CheckpointFailureReason.COORDINATOR_SHUTDOWN,
+    }
+)
 
 
 # tasks are gone or going away: telling them about the abort is pointless
@@ -127,8 +138,13 @@ class CheckpointFailureManager:
             self.last_succeeded_id = checkpoint_id
             self._clear()
 
-    def on_failure(self, checkpoint_id: int, reason: CheckpointFailureReason,
-                   is_savepoint: bool, from_task: bool) -> Optional[str]:
+    def on_failure(
+        self,
+        checkpoint_id: int,
+        reason: CheckpointFailureReason,
+        is_savepoint: bool,
+        from_task: bool,
+    ) -> Optional[str]:
         if not reason.counts_as_failure or checkpoint_id <= self.last_succeeded_id:
             return None
         if is_savepoint and not from_task:
@@ -140,9 +156,11 @@ class CheckpointFailureManager:
         if self.count > self.tolerable:
             n = self.count
             self._clear()
-            return (f"Exceeded checkpoint tolerable failure threshold ({self.tolerable}): "
-                    f"{reason.value} (checkpoint {checkpoint_id}; {n} consecutive failed "
-                    f"checkpoints)")
+            return (
+                f"Exceeded checkpoint tolerable failure threshold ({self.tolerable}): "
+                f"{reason.value} (checkpoint {checkpoint_id}; {n} consecutive failed "
+                f"checkpoints)"
+            )
         return None
 
     def _clear(self) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import (Optional)
-from flowray.runtime.graph.execution_graph import SubtaskId
+from typing import Optional
+
 from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.graph.execution_graph import SubtaskId
 
 __all__ = ["CheckpointGateway", "TriggerResult"]
 
@@ -17,19 +18,22 @@ __all__ = ["CheckpointGateway", "TriggerResult"]
 # the coordinator
 # -----------------------------------------------------------------------------------------
 
+
 class CheckpointGateway(abc.ABC):
     """How the coordinator reaches tasks (the Ray shell implements it; fire and forget)."""
 
     @abc.abstractmethod
-    def trigger(self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int,
-                is_savepoint: bool) -> None: ...
+    def trigger(
+        self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int, is_savepoint: bool
+    ) -> None: ...
 
     @abc.abstractmethod
     def notify_complete(self, subtask: SubtaskId, checkpoint_id: int) -> None: ...
 
     @abc.abstractmethod
-    def notify_aborted(self, subtask: SubtaskId, checkpoint_id: int,
-                       reason: CheckpointFailureReason) -> None: ...
+    def notify_aborted(
+        self, subtask: SubtaskId, checkpoint_id: int, reason: CheckpointFailureReason
+    ) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 import enum
-from typing import (Dict, FrozenSet, Iterable, Optional, Set)
-from flowray.state.snapshot import TaskStateSnapshot
-from flowray.runtime.graph.execution_graph import SubtaskId
+from typing import Dict, FrozenSet, Iterable, Optional, Set
+
 from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.state.snapshot import TaskStateSnapshot
 
 __all__ = ["AckResult", "PendingCheckpoint"]
 
@@ -30,6 +31,7 @@ class AckResult(enum.Enum):
 # pending, completed, failures
 # -----------------------------------------------------------------------------------------
 
+
 class PendingCheckpoint:
     """A checkpoint in flight: which tasks still owe an acknowledgement, what they sent.
 
@@ -43,15 +45,23 @@ class PendingCheckpoint:
     (True, True)
     """
 
-    def __init__(self, checkpoint_id: int, trigger_ms: int, tasks_to_ack: Set[SubtaskId],
-                 finished: Set[SubtaskId], is_savepoint: bool = False, *,
-                 tasks_to_trigger: Iterable[SubtaskId] = (),
-                 trigger_monotonic_ms: Optional[float] = None,
-                 is_final: bool = False) -> None:
+    def __init__(
+        self,
+        checkpoint_id: int,
+        trigger_ms: int,
+        tasks_to_ack: Set[SubtaskId],
+        finished: Set[SubtaskId],
+        is_savepoint: bool = False,
+        *,
+        tasks_to_trigger: Iterable[SubtaskId] = (),
+        trigger_monotonic_ms: Optional[float] = None,
+        is_final: bool = False,
+    ) -> None:
         self.checkpoint_id = checkpoint_id
         self.trigger_ms = trigger_ms
-        self.trigger_monotonic_ms = (float(trigger_ms) if trigger_monotonic_ms is None
-                                     else trigger_monotonic_ms)
+        self.trigger_monotonic_ms = (
+            float(trigger_ms) if trigger_monotonic_ms is None else trigger_monotonic_ms
+        )
         self.is_savepoint = is_savepoint
         self.is_final = is_final
         self.tasks_to_ack: FrozenSet[SubtaskId] = frozenset(tasks_to_ack)
@@ -59,19 +69,23 @@ class PendingCheckpoint:
         self.tasks_triggered: Set[SubtaskId] = set(tasks_to_trigger)
         self._not_yet: Set[SubtaskId] = set(self.tasks_to_ack)
         self.task_states: Dict[str, TaskStateSnapshot] = {
-            t.key: TaskStateSnapshot.finished_task() for t in self.finished}
+            t.key: TaskStateSnapshot.finished_task() for t in self.finished
+        }
         self.task_metrics: Dict[str, dict] = {}
         self.failure_reason: Optional[CheckpointFailureReason] = None
         self._discarded = False
 
     def __repr__(self) -> str:
-        return (f"PendingCheckpoint({self.checkpoint_id}, acked "
-                f"{len(self.tasks_to_ack) - len(self._not_yet)}/{len(self.tasks_to_ack)}"
-                f"{', savepoint' if self.is_savepoint else ''}"
-                f"{', discarded' if self._discarded else ''})")
+        return (
+            f"PendingCheckpoint({self.checkpoint_id}, acked "
+            f"{len(self.tasks_to_ack) - len(self._not_yet)}/{len(self.tasks_to_ack)}"
+            f"{', savepoint' if self.is_savepoint else ''}"
+            f"{', discarded' if self._discarded else ''})"
+        )
 
-    def acknowledge(self, subtask: SubtaskId, state: Optional[TaskStateSnapshot],
-                    metrics: Optional[dict]) -> AckResult:
+    def acknowledge(
+        self, subtask: SubtaskId, state: Optional[TaskStateSnapshot], metrics: Optional[dict]
+    ) -> AckResult:
         if self._discarded:
             return AckResult.DISCARDED
         if subtask not in self.tasks_to_ack:

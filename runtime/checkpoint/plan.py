@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import (FrozenSet, Iterable, Mapping)
+from typing import FrozenSet, Iterable, Mapping
+
 from flowray.runtime.graph.execution_graph import SubtaskId
 
 __all__ = ["TaskStatus", "CheckpointPlan", "compute_checkpoint_plan"]
@@ -33,6 +34,7 @@ class TaskStatus(enum.Enum):
 # the plan
 # -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CheckpointPlan:
     """Tasks to trigger directly, tasks that must acknowledge, tasks already finished."""
@@ -45,8 +47,9 @@ class CheckpointPlan:
 _DONE = (TaskStatus.ENDED_INPUT, TaskStatus.FINISHED)
 
 
-def compute_checkpoint_plan(upstream: Mapping[SubtaskId, Iterable[SubtaskId]],
-                            statuses: Mapping[SubtaskId, TaskStatus]) -> CheckpointPlan:
+def compute_checkpoint_plan(
+    upstream: Mapping[SubtaskId, Iterable[SubtaskId]], statuses: Mapping[SubtaskId, TaskStatus]
+) -> CheckpointPlan:
     """Flink 1.14+ "checkpoints after tasks finished": every task not finished
     acknowledges; a task not finished is triggered directly when none of its upstream
     tasks can still send it a barrier (all ENDED_INPUT or FINISHED; sources have none).
@@ -61,10 +64,13 @@ def compute_checkpoint_plan(upstream: Mapping[SubtaskId, Iterable[SubtaskId]],
     >>> sorted(t.vertex_id for t in plan.tasks_to_ack), sorted(t.vertex_id for t in plan.finished)
     (['b', 'c', 'd'], ['a'])
     """
-    finished = frozenset(t for t in upstream
-                         if statuses.get(t, TaskStatus.NOT_RUNNING) == TaskStatus.FINISHED)
+    finished = frozenset(
+        t for t in upstream if statuses.get(t, TaskStatus.NOT_RUNNING) == TaskStatus.FINISHED
+    )
     to_ack = frozenset(t for t in upstream if t not in finished)
     to_trigger = frozenset(
-        t for t in to_ack
-        if all(statuses.get(u, TaskStatus.NOT_RUNNING) in _DONE for u in upstream[t]))
+        t
+        for t in to_ack
+        if all(statuses.get(u, TaskStatus.NOT_RUNNING) in _DONE for u in upstream[t])
+    )
     return CheckpointPlan(to_trigger, to_ack, finished)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import (Any, Optional)
+from typing import Any, Optional
 
 __all__ = ["CheckpointSettings"]
 
@@ -41,7 +41,8 @@ class CheckpointSettings:
             raise ValueError(f"max concurrent must be at least 1, got {self.max_concurrent}")
         if self.tolerable_failures < 0:
             raise ValueError(
-                f"tolerable failures must not be negative, got {self.tolerable_failures}")
+                f"tolerable failures must not be negative, got {self.tolerable_failures}"
+            )
         if self.num_retained < 1:
             raise ValueError(f"num retained must be at least 1, got {self.num_retained}")
 
@@ -53,6 +54,7 @@ class CheckpointSettings:
     @staticmethod
     def from_config(config: Any) -> "CheckpointSettings":
         """From a :class:`~flowray.common.configuration.Configuration` or a dict of keys."""
+        from flowray.common.configuration import Configuration
         from flowray.common.options import (
             CHECKPOINTING_INTERVAL,
             CHECKPOINTING_MAX_CONCURRENT,
@@ -62,7 +64,6 @@ class CheckpointSettings:
             CHECKPOINTING_TOLERABLE_FAILURES,
             CHECKPOINTS_NUM_RETAINED,
         )
-        from flowray.common.configuration import Configuration
 
         if config is None:
             config = Configuration()

@@ -29,8 +29,10 @@ see the same files).
 
 from __future__ import annotations
 
+from flowray.common.constants import DEFAULT_CHECKPOINTS_DIR
+from flowray.common.files import safe_file_name
+
 import abc
-import hashlib
 import os
 import re
 import struct
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 import cloudpickle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flowray.runtime.checkpoint.coordinator import CompletedCheckpoint
+    from flowray.runtime.checkpoint.completed import CompletedCheckpoint
     from flowray.common.configuration import Configuration
     from flowray.runtime.graph.execution_graph import SubtaskId
 
@@ -51,7 +53,6 @@ __all__ = [
     "JOB_FILE",
     "METADATA_MAGIC",
     "METADATA_VERSION",
-    "DEFAULT_CHECKPOINTS_DIR",
     "InvalidCheckpointMetadataError",
     "CheckpointStorage",
     "FsCheckpointStorage",
@@ -68,9 +69,7 @@ JOB_FILE = "job"
 METADATA_MAGIC = b"FLOWRAY-CHK\x00"
 METADATA_VERSION = 1
 _HEADER = struct.Struct(">H")  # version, after the magic bytes
-DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class InvalidCheckpointMetadataError(ValueError):
@@ -106,16 +105,6 @@ def decode_metadata(data: bytes, path: str) -> "CompletedCheckpoint":
             f"corrupt checkpoint metadata file: {path} ({type(e).__name__}: {e})") from e
 
 
-def _safe_name(text: str) -> str:
-    """A file-name-safe rendering of ``text``; a hash suffix keeps distinct inputs apart."""
-    safe = _SAFE.sub("_", text)
-    if safe.startswith("."):
-        safe = "_" + safe[1:]
-    if safe != text or not safe:
-        safe = f"{safe}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
-    return safe
-
-
 class CheckpointStorage(abc.ABC):
     """Checkpoint files of one job under ``<root>/<job_id>``.
 
@@ -149,7 +138,7 @@ class CheckpointStorage(abc.ABC):
     def task_state_path(self, checkpoint_id: int, subtask: "SubtaskId", suffix: str) -> str:
         """``chk-<n>/<vertex>-<index>.<suffix>``, safe for any vertex id."""
         return (f"{self.checkpoint_dir(checkpoint_id)}/"
-                f"{_safe_name(subtask.vertex_id)}-{int(subtask.index)}.{_safe_name(suffix)}")
+                f"{safe_file_name(subtask.vertex_id, allow_empty=True)}-{int(subtask.index)}.{safe_file_name(suffix, allow_empty=True)}")
 
     # -- files (implementations) ------------------------------------------------------------
     @abc.abstractmethod
@@ -275,7 +264,7 @@ class FsCheckpointStorage(CheckpointStorage):
         self.job_id = job_id
         self.fs, root = _filesystem(self.uri)
         self.root = root.rstrip("/") if root != "/" else ""
-        self.job_root = f"{self.root}/{_safe_name(job_id)}"
+        self.job_root = f"{self.root}/{safe_file_name(job_id, allow_empty=True)}"
 
     def __repr__(self) -> str:
         return f"FsCheckpointStorage({self.uri!r}, job_id={self.job_id!r})"
@@ -357,7 +346,7 @@ class MemoryCheckpointStorage(CheckpointStorage):
         if not job_id:
             raise ValueError("job_id must not be empty")
         self.job_id = job_id
-        self.job_root = f"memory://{_safe_name(job_id)}"
+        self.job_root = f"memory://{safe_file_name(job_id, allow_empty=True)}"
         self.files: Dict[str, bytes] = {} if files is None else files
         self._lock = threading.Lock()
 

@@ -8,14 +8,25 @@ import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
+
 from flowray.runtime.checkpoint.stats import format_checkpoint_table
+from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
 from flowray.runtime.network.elements import EndOfPartition, RecordBatch
-from flowray.common.logs import get_logger
-from flowray.runtime.messages import JobOutcome, JobStatus
 
-__all__ = ["JobExecutionError", "JobExecutionResult", "JobHandle", "JobClient", "DriverConnections", "DriverEndpoint", "CollectIterator"]
+from flowray.common.logs import configure_logging
 
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "JobExecutionError",
+    "JobExecutionResult",
+    "JobHandle",
+    "JobClient",
+    "DriverConnections",
+    "DriverEndpoint",
+    "CollectIterator",
+]
 
 SUMMARY_CHECKPOINTS = 5  # checkpoints listed in the log when a job ends
 
@@ -34,8 +45,10 @@ class JobExecutionError(RuntimeError):
         if f is None:
             msg = f"job {outcome.job_name!r} ended {outcome.status.value}"
         else:
-            msg = (f"job {outcome.job_name!r} failed: {f.describe()}\n\n"
-                   f"Original traceback (from the task):\n{f.traceback_text}")
+            msg = (
+                f"job {outcome.job_name!r} failed: {f.describe()}\n\n"
+                f"Original traceback (from the task):\n{f.traceback_text}"
+            )
         super().__init__(msg)
 
 
@@ -76,9 +89,11 @@ class JobExecutionResult:
     def summary(self) -> str:
         o = self.outcome
         tasks = len(o.task_metrics)
-        text = (f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
-                f"{self.source_records:,} source records, {tasks} tasks, "
-                f"{o.checkpoints} checkpoints, {o.restarts} restarts")
+        text = (
+            f"job {o.job_name!r} {o.status.value} in {o.duration_ms / 1000:.2f} s: "
+            f"{self.source_records:,} source records, {tasks} tasks, "
+            f"{o.checkpoints} checkpoints, {o.restarts} restarts"
+        )
         if o.job_master_restarts:
             text += f", {o.job_master_restarts} job master restarts"
         detail = o.checkpoint_stats.get("summary") if o.checkpoint_stats else None
@@ -119,14 +134,19 @@ class JobHandle:
 class JobClient:
     """Handle on a submitted job, as PyFlink's ``JobClient``."""
 
-    def __init__(self, handle: JobHandle, endpoints: List["DriverEndpoint"],
-                 progress_interval_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        handle: JobHandle,
+        endpoints: List["DriverEndpoint"],
+        progress_interval_ms: int = 10_000,
+    ) -> None:
         self._handle = handle
         self._endpoints = endpoints
         self._progress_interval_s = progress_interval_ms / 1000.0
         self._result: Optional[JobOutcome] = None
         self._lock = threading.Lock()
         self._outcome_callbacks: List[Callable[[JobOutcome], None]] = []
+        configure_logging()
 
     def on_outcome(self, callback: "Callable[[JobOutcome], None]") -> None:
         """Call ``callback(outcome)`` in the driver once the job's outcome is known (when
@@ -135,6 +155,16 @@ class JobClient:
 
     def get_job_id(self) -> str:
         return self._handle.job_id
+
+    def task_actor_names(self) -> Dict[str, str]:
+        """Subtask key -> name of the Ray actor running it in the current attempt (empty
+        on the local executor); for fault injection and debugging."""
+        names = getattr(self._handle, "task_actor_names", None)
+        return names() if names is not None else {}
+
+    def job_master_actor(self) -> Any:
+        """The job master's Ray actor handle (``None`` on the local executor)."""
+        return getattr(self._handle, "master", None)
 
     def get_job_status(self) -> JobStatus:
         if self._result is not None:
@@ -187,10 +217,10 @@ class JobClient:
                 callback(outcome)
             level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
             result = JobExecutionResult(outcome)
-            get_logger().log(level, "flowray: %s", result.summary())
+            log.log(level, "flowray: %s", result.summary())
             table = result.checkpoint_table(SUMMARY_CHECKPOINTS)
             if table:
-                get_logger().log(level, "flowray: the last checkpoints:\n%s", table)
+                log.log(level, "flowray: the last checkpoints:\n%s", table)
             return outcome
 
     def _log_progress(self) -> None:
@@ -199,11 +229,16 @@ class JobClient:
         except Exception:  # progress is best effort
             return
         if p:
-            get_logger().info("flowray: job %r running %.0f s: %s source records, %s records "
-                              "in tasks, %s checkpoints, %s restarts",
-                              self._handle.job_name, p.get("running_s", 0.0),
-                              f"{p.get('source_records', 0):,}", f"{p.get('records_in', 0):,}",
-                              p.get("checkpoints", 0), p.get("restarts", 0))
+            log.info(
+                "flowray: job %r running %.0f s: %s source records, %s records "
+                "in tasks, %s checkpoints, %s restarts",
+                self._handle.job_name,
+                p.get("running_s", 0.0),
+                f"{p.get('source_records', 0):,}",
+                f"{p.get('records_in', 0):,}",
+                p.get("checkpoints", 0),
+                p.get("restarts", 0),
+            )
 
 
 class DriverConnections:
@@ -230,8 +265,14 @@ class DriverEndpoint:
     at-least-once (records after the restored checkpoint are sent again).
     """
 
-    def __init__(self, endpoint_id: str, mode: str, channel_ids: List[str],
-                 connections: DriverConnections, capacity: int = 16) -> None:
+    def __init__(
+        self,
+        endpoint_id: str,
+        mode: str,
+        channel_ids: List[str],
+        connections: DriverConnections,
+        capacity: int = 16,
+    ) -> None:
         self.endpoint_id = endpoint_id
         self.mode = mode
         self.channel_ids = channel_ids
@@ -241,8 +282,9 @@ class DriverEndpoint:
         self._end_put = False
         self._connections = connections
         self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, name=f"flowray-driver-{mode}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"flowray-driver-{mode}", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -261,9 +303,9 @@ class DriverEndpoint:
 
     def _run(self) -> None:
         conns = self._connections
-        latest: Dict[str, ChannelReader] = {}   # newest connection per channel
-        open_readers: List[ChannelReader] = []   # every connection not yet at its end
-        ended: set = set()                       # channels whose newest connection ended
+        latest: Dict[str, ChannelReader] = {}  # newest connection per channel
+        open_readers: List[ChannelReader] = []  # every connection not yet at its end
+        ended: set = set()  # channels whose newest connection ended
         wanted = set(self.channel_ids)
         try:
             while not self._stop.is_set():
@@ -271,7 +313,7 @@ class DriverEndpoint:
                     latest[r.channel_id] = r
                     open_readers.append(r)
                     ended.discard(r.channel_id)
-                for r in (conns.gate.wait(list(open_readers), 0.05) if open_readers else []):
+                for r in conns.gate.wait(list(open_readers), 0.05) if open_readers else []:
                     try:
                         while True:
                             frame = r.poll()
@@ -330,8 +372,9 @@ _END = object()
 class CollectIterator(Iterator[Any]):
     """Records of ``execute_and_collect``; closing it cancels a job still running."""
 
-    def __init__(self, client: JobClient, endpoint: DriverEndpoint,
-                 limit: Optional[int] = None) -> None:
+    def __init__(
+        self, client: JobClient, endpoint: DriverEndpoint, limit: Optional[int] = None
+    ) -> None:
         self._client = client
         self._endpoint = endpoint
         self._buffer: List[Any] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from flowray.common.constants import DEFAULT_CHECKPOINTS_DIR
+
 import abc
 import logging
 import os
@@ -27,8 +29,7 @@ from flowray.runtime.execution.serialization import dumps_checked, register_user
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
 
 
-DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"
-log = logging.getLogger("flowray")
+log = logging.getLogger(__name__)
 
 
 def is_batch(conf: Configuration, job_graph: JobGraph) -> bool:

@@ -25,7 +25,8 @@ from flowray.common.options import CHANNEL_CREDITS, PROGRESS_INTERVAL
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob
-from flowray.runtime.jobmaster.scheduler import JobScheduler, TaskDeployer
+from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.scheduler import JobScheduler
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
 from flowray.runtime.task.subtask_checkpoints import CheckpointResponder

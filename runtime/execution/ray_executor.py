@@ -41,7 +41,8 @@ from flowray.common.options import (
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob
-from flowray.runtime.jobmaster.scheduler import JobScheduler, TaskDeployer
+from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.scheduler import JobScheduler
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
 from flowray.runtime.messages import TaskFailure, TaskResult
@@ -58,7 +59,7 @@ from flowray.runtime.network.socket_transport import (
 
 __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
 
-log = logging.getLogger("flowray")
+log = logging.getLogger(__name__)
 
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List
+
 from flowray.operators.base import StreamOperator
+from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from flowray.runtime.graph.transformations import ChainingStrategy
 from flowray.runtime.network.partitioners import (
     ForwardPartitioner,
     StreamPartitioner,
 )
-from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from flowray.runtime.graph.transformations import ChainingStrategy
 
 __all__ = ["is_chainable", "JobEdge", "TaskPlan", "JobVertex", "JobGraph", "build_job_graph"]
 
@@ -60,10 +61,10 @@ class TaskPlan:
 
     head: int
     operators: Dict[int, StreamOperator]
-    chained: Dict[int, List[int]]            # node -> chained downstream nodes
-    network_outputs: Dict[int, List[str]]    # node -> job edge ids it writes to
+    chained: Dict[int, List[int]]  # node -> chained downstream nodes
+    network_outputs: Dict[int, List[str]]  # node -> job edge ids it writes to
     partitioners: Dict[str, StreamPartitioner]
-    keyed: bool                              # needs a keyed state backend
+    keyed: bool  # needs a keyed state backend
 
 
 @dataclass
@@ -124,17 +125,36 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             name = f"{name} ({used_names[name]})"
         else:
             used_names[name] = 1
-        chained = {n.id: [e.target_id for e in n.out_edges
-                          if chained_from[e.target_id] == head.id and e.target_id != n.id
-                          and is_chainable(e, graph)] for n in members}
-        plan = TaskPlan(head.id, {n.id: n.operator for n in members}, chained,
-                        {n.id: [] for n in members}, {},
-                        keyed=any(n.operator.is_keyed for n in members))
+        chained = {
+            n.id: [
+                e.target_id
+                for e in n.out_edges
+                if chained_from[e.target_id] == head.id
+                and e.target_id != n.id
+                and is_chainable(e, graph)
+            ]
+            for n in members
+        }
+        plan = TaskPlan(
+            head.id,
+            {n.id: n.operator for n in members},
+            chained,
+            {n.id: [] for n in members},
+            {},
+            keyed=any(n.operator.is_keyed for n in members),
+        )
         vid = f"v{head.id}"
         vertex_of_head[head.id] = vid
-        vertices[vid] = JobVertex(vid, name, head.parallelism, head.max_parallelism,
-                                  [n.id for n in members], plan, is_source=head.is_source,
-                                  num_inputs=head.operator.num_inputs)
+        vertices[vid] = JobVertex(
+            vid,
+            name,
+            head.parallelism,
+            head.max_parallelism,
+            [n.id for n in members],
+            plan,
+            is_source=head.is_source,
+            num_inputs=head.operator.num_inputs,
+        )
 
     edges: Dict[str, JobEdge] = {}
     for node in graph.topological_order():

@@ -8,14 +8,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
+
 from flowray.operators.base import StreamOperator
 from flowray.operators.sources import SourceOperator
-from flowray.runtime.network.partitioners import (
-    ForwardPartitioner,
-    KeyGroupStreamPartitioner,
-    RebalancePartitioner,
-    StreamPartitioner,
-)
 from flowray.runtime.graph.transformations import (
     ChainingStrategy,
     GraphError,
@@ -23,6 +18,12 @@ from flowray.runtime.graph.transformations import (
     PartitionTransformation,
     Transformation,
     UnionTransformation,
+)
+from flowray.runtime.network.partitioners import (
+    ForwardPartitioner,
+    KeyGroupStreamPartitioner,
+    RebalancePartitioner,
+    StreamPartitioner,
 )
 
 __all__ = ["StreamEdge", "StreamNode", "StreamGraph", "build_stream_graph"]
@@ -74,8 +75,12 @@ def _resolve(t: Transformation) -> List[Tuple[Transformation, Optional[StreamPar
     return [(t, None)]
 
 
-def build_stream_graph(transformations: Sequence[Transformation], job_name: str,
-                       default_parallelism: int, default_max_parallelism: int) -> StreamGraph:
+def build_stream_graph(
+    transformations: Sequence[Transformation],
+    job_name: str,
+    default_parallelism: int,
+    default_max_parallelism: int,
+) -> StreamGraph:
     """Nodes for every operator transformation, edges with resolved partitioners."""
     physical: Dict[int, OperatorTransformation] = {}
 
@@ -99,12 +104,15 @@ def build_stream_graph(transformations: Sequence[Transformation], job_name: str,
         p = t.parallelism or default_parallelism
         maxp = t.max_parallelism or default_max_parallelism
         if p > maxp:
-            raise GraphError(f"operator {t.name!r}: parallelism {p} exceeds max parallelism "
-                             f"{maxp} (pipeline.max-parallelism)")
+            raise GraphError(
+                f"operator {t.name!r}: parallelism {p} exceeds max parallelism "
+                f"{maxp} (pipeline.max-parallelism)"
+            )
         uid = t.uid or f"{type(t.operator).__name__}_{tid}"
         if uid in uids:
-            raise GraphError(f"uid {uid!r} is used by both {uids[uid]!r} and {t.name!r}; "
-                             "uids must be unique")
+            raise GraphError(
+                f"uid {uid!r} is used by both {uids[uid]!r} and {t.name!r}; uids must be unique"
+            )
         uids[uid] = t.name
         t.operator.uid = uid
         nodes[tid] = StreamNode(tid, t.name, uid, t.operator, p, maxp, t.chaining)
@@ -119,8 +127,9 @@ def build_stream_graph(transformations: Sequence[Transformation], job_name: str,
             for phys, partitioner in _resolve(inp):
                 source = nodes[phys.id]
                 partitioner = _edge_partitioner(source, target, partitioner)
-                edge = StreamEdge(source.id, target.id, partitioner,
-                                  input_index if n_inputs == 2 else 0)
+                edge = StreamEdge(
+                    source.id, target.id, partitioner, input_index if n_inputs == 2 else 0
+                )
                 source.out_edges.append(edge)
                 target.in_edges.append(edge)
         if n_inputs >= 1 and not target.in_edges:
@@ -128,8 +137,9 @@ def build_stream_graph(transformations: Sequence[Transformation], job_name: str,
     return StreamGraph(job_name, nodes)
 
 
-def _edge_partitioner(source: StreamNode, target: StreamNode,
-                      partitioner: Optional[StreamPartitioner]) -> StreamPartitioner:
+def _edge_partitioner(
+    source: StreamNode, target: StreamNode, partitioner: Optional[StreamPartitioner]
+) -> StreamPartitioner:
     if partitioner is None:
         if source.parallelism == target.parallelism:
             return ForwardPartitioner()
@@ -138,7 +148,8 @@ def _edge_partitioner(source: StreamNode, target: StreamNode,
         raise GraphError(
             f"forward partitioning does not allow a change of parallelism: {source.name!r} "
             f"has {source.parallelism}, {target.name!r} has {target.parallelism}; "
-            "use rebalance() or shuffle()")
+            "use rebalance() or shuffle()"
+        )
     partitioner = copy.copy(partitioner)
     if isinstance(partitioner, KeyGroupStreamPartitioner):
         partitioner.max_parallelism = target.max_parallelism

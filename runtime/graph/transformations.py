@@ -13,12 +13,20 @@ from __future__ import annotations
 import enum
 import itertools
 from typing import Optional, Sequence
+
 from flowray.operators.base import StreamOperator
 from flowray.runtime.network.partitioners import (
     StreamPartitioner,
 )
 
-__all__ = ["GraphError", "ChainingStrategy", "Transformation", "OperatorTransformation", "PartitionTransformation", "UnionTransformation"]
+__all__ = [
+    "GraphError",
+    "ChainingStrategy",
+    "Transformation",
+    "OperatorTransformation",
+    "PartitionTransformation",
+    "UnionTransformation",
+]
 
 
 class GraphError(ValueError):
@@ -27,7 +35,7 @@ class GraphError(ValueError):
 
 class ChainingStrategy(enum.Enum):
     ALWAYS = "ALWAYS"
-    HEAD = "HEAD"      # start a new chain here, but later operators may chain to it
+    HEAD = "HEAD"  # start a new chain here, but later operators may chain to it
     NEVER = "NEVER"
 
 

@@ -66,8 +66,8 @@ from typing import (
     Union,
 )
 
-from flowray.common.options import FAILOVER_STRATEGY
 from flowray.common.configuration import Configuration, ConfigurationError
+from flowray.common.options import FAILOVER_STRATEGY
 
 __all__ = [
     "PIPELINED",

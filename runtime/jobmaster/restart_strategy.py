@@ -28,6 +28,13 @@ import math
 import random
 from typing import Any, Deque, Mapping, Optional, Union
 
+from flowray.common.configuration import (
+    INFINITE,
+    ConfigOption,
+    Configuration,
+    ConfigurationError,
+    parse_duration_ms,
+)
 from flowray.common.options import (
     CHECKPOINTING_INTERVAL,
     EXP_DELAY_ATTEMPTS_BEFORE_RESET,
@@ -42,13 +49,6 @@ from flowray.common.options import (
     FIXED_DELAY_ATTEMPTS,
     FIXED_DELAY_DELAY,
     RESTART_STRATEGY_TYPE,
-)
-from flowray.common.configuration import (
-    INFINITE,
-    ConfigOption,
-    Configuration,
-    ConfigurationError,
-    parse_duration_ms,
 )
 
 __all__ = [

@@ -59,7 +59,8 @@ flowray.runtime.network.blocking_partition.PartitionNotFoundError: channel 'e3/0
 
 from __future__ import annotations
 
-import hashlib
+from flowray.common.files import fsync_dir, safe_file_name
+
 import os
 import shutil
 import time
@@ -92,8 +93,6 @@ __all__ = [
 INPROGRESS_SUFFIX = ".inprogress"
 DEFAULT_READ_CHUNK = 1 << 20  # bytes a reader takes from its file at a time
 _WRITE_BUFFER = 1 << 18
-_MAX_NAME = 200  # file names stay well under the usual 255-byte limit
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 class PartitionNotFoundError(ChannelError):
@@ -115,42 +114,6 @@ ChannelIds = Union[str, Iterable[str]]
 def _ids(channel_ids: ChannelIds) -> List[str]:
     # a lone string is one channel id, not an iterable of one-letter ids
     return [channel_ids] if isinstance(channel_ids, str) else list(channel_ids)
-
-
-def safe_file_name(channel_id: str) -> str:
-    """A file name for ``channel_id``: ``[a-z0-9_-]`` kept, every other byte of its UTF-8
-    (capitals, dots, slashes, ``%``) as ``%XX``. Injective, also on case-insensitive file
-    systems; names longer than 200 characters are cut and end in ``~`` + a SHA-256 prefix.
-
-    >>> safe_file_name("e3/0->1"), safe_file_name("A.b%"), safe_file_name("..")
-    ('e3%2F0-%3E1', '%41%2Eb%25', '%2E%2E')
-    """
-    if not isinstance(channel_id, str) or not channel_id:
-        raise ValueError(f"a channel id must be a non-empty string, got {channel_id!r}")
-    out = []
-    for ch in channel_id:
-        if ch in _PLAIN:
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    name = "".join(out)
-    if len(name) > _MAX_NAME:
-        digest = hashlib.sha256(channel_id.encode("utf-8")).hexdigest()[:40]
-        name = f"{name[:120]}~{digest}"
-    return name
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a directory
-    finally:
-        os.close(fd)
 
 
 def _unlink(path: str) -> None:
@@ -325,7 +288,7 @@ class BlockingChannelWriter(ChannelWriter):
                 _unlink(self.inprogress_path)
             raise
         if self.fsync:
-            _fsync_dir(os.path.dirname(self.path))
+            fsync_dir(os.path.dirname(self.path))
         self.published = True
 
     def discard(self) -> None:

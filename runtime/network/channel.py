@@ -21,11 +21,20 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
+
 from flowray.runtime.network.elements import (
     Frame,
 )
 
-__all__ = ["ChannelError", "ChannelClosedError", "ChannelSequenceError", "ChannelStats", "ChannelWriter", "ChannelReader", "InputGate"]
+__all__ = [
+    "ChannelError",
+    "ChannelClosedError",
+    "ChannelSequenceError",
+    "ChannelStats",
+    "ChannelWriter",
+    "ChannelReader",
+    "InputGate",
+]
 
 
 class ChannelError(RuntimeError):

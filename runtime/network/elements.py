@@ -16,12 +16,8 @@ __all__ = [
     "CheckpointBarrier",
     "CancelCheckpointMarker",
     "Frame",
-    "MAX_WATERMARK",
-    "MIN_WATERMARK",
 ]
 
-MAX_WATERMARK = (1 << 63) - 1
-MIN_WATERMARK = -(1 << 63)
 
 
 class RecordBatch:

@@ -17,6 +17,8 @@ import pickle
 import struct
 from array import array
 from typing import Any
+
+from flowray.runtime.network.channel import ChannelError
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -25,14 +27,12 @@ from flowray.runtime.network.elements import (
     RecordBatch,
     Watermark,
 )
-from flowray.runtime.network.channel import ChannelError
 
 __all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame"]
 
 
 # header: payload length (u32), kind (u8), sequence number (u64)
 HEADER = struct.Struct("<IBQ")
-
 
 _KG_COUNT = struct.Struct("<I")
 
@@ -58,8 +58,10 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
     elif type(frame) is EndOfPartition:
         kind, body = _EOP, b""
     elif type(frame) is CheckpointBarrier:
-        kind, body = _BARRIER, pickle.dumps(
-            (frame.checkpoint_id, frame.timestamp, frame.is_savepoint))
+        kind, body = (
+            _BARRIER,
+            pickle.dumps((frame.checkpoint_id, frame.timestamp, frame.is_savepoint)),
+        )
     elif type(frame) is CancelCheckpointMarker:
         kind, body = _CANCEL, pickle.dumps(frame.checkpoint_id)
     else:
@@ -82,8 +84,8 @@ def decode_frame(kind: int, body: Any) -> Frame:
     if kind == _RECORDS_KG:
         (n,) = _KG_COUNT.unpack_from(body, 0)
         kgs = array("H")
-        kgs.frombytes(body[4:4 + n])
-        return RecordBatch(pickle.loads(body[4 + n:]), kgs.tolist())
+        kgs.frombytes(body[4 : 4 + n])
+        return RecordBatch(pickle.loads(body[4 + n :]), kgs.tolist())
     if kind == _WATERMARK:
         return Watermark(_WM.unpack_from(body, 0)[0])
     if kind == _EOP:

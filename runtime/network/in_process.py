@@ -9,11 +9,7 @@ import threading
 import time
 from collections import deque
 from typing import Deque, Dict, List, Optional, Sequence
-from flowray.runtime.network.elements import (
-    EndOfPartition,
-    Frame,
-    RecordBatch,
-)
+
 from flowray.runtime.network.channel import (
     ChannelClosedError,
     ChannelReader,
@@ -21,6 +17,11 @@ from flowray.runtime.network.channel import (
     ChannelWriter,
     InputGate,
     _SequenceChecker,
+)
+from flowray.runtime.network.elements import (
+    EndOfPartition,
+    Frame,
+    RecordBatch,
 )
 from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
 
@@ -62,8 +63,9 @@ class InProcessChannel:
     [1, 2]
     """
 
-    def __init__(self, channel_id: str, credits: int = 8,
-                 gate: Optional[InProcessGate] = None) -> None:
+    def __init__(
+        self, channel_id: str, credits: int = 8, gate: Optional[InProcessGate] = None
+    ) -> None:
         self.channel_id = channel_id
         self.credits = credits
         self.gate = gate
@@ -147,13 +149,14 @@ class _InProcessReader(ChannelReader):
                     self._ended = True
                     raise ChannelClosedError(
                         f"channel {self.channel_id}: the producer closed the channel "
-                        "before end-of-partition")
+                        "before end-of-partition"
+                    )
                 return None
             data = ch._frames.popleft()
             ch._cond.notify_all()
         length, kind, seq = HEADER.unpack_from(data, 0)
         self._seqs.check(seq)
-        frame = decode_frame(kind, memoryview(data)[HEADER.size:HEADER.size + length])
+        frame = decode_frame(kind, memoryview(data)[HEADER.size : HEADER.size + length])
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame

@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import abc
 from typing import Any, Callable, Dict, List, Tuple
+
 from flowray.operators.base import (
     Output,
 )
+from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.runtime.network.channel import ChannelReader, ChannelWriter, InputGate
-from flowray.common.clock import Clock, SystemClock
 from flowray.runtime.network.elements import (
     EndOfPartition,
     RecordBatch,
     Watermark,
 )
-from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.subtask_checkpoints import (
     CheckpointResponder,
 )
+
+from flowray.common.clock import Clock, SystemClock
 
 __all__ = ["DriverChannel", "TaskEnvironment"]
 
@@ -53,8 +55,9 @@ class TaskEnvironment(abc.ABC):
     def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter: ...
 
     @abc.abstractmethod
-    def open_inputs(self, channel_ids: List[str], should_stop: Callable[[], bool]
-                    ) -> Tuple[Dict[str, ChannelReader], InputGate]: ...
+    def open_inputs(
+        self, channel_ids: List[str], should_stop: Callable[[], bool]
+    ) -> Tuple[Dict[str, ChannelReader], InputGate]: ...
 
     @abc.abstractmethod
     def open_driver_channel(self, endpoint_id: str, channel_id: str) -> ChannelWriter: ...

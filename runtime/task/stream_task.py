@@ -13,6 +13,7 @@ import time
 import traceback
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional
+
 import cloudpickle
 from flowray.operators.base import (
     BroadcastingOutput,
@@ -25,22 +26,45 @@ from flowray.operators.base import (
     UserFunctionError,
 )
 from flowray.operators.sources import SourceOperator
-from flowray.state.state_backend import create_keyed_backend
-from flowray.state.operator_state import OperatorStateStore
-from flowray.state.snapshot import TaskStateSnapshot
+from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
+from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
+from flowray.runtime.graph.job_graph import TaskPlan
+from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     MixedInputGate,
     PartitionNotFoundError,
 )
+from flowray.runtime.network.channel import ChannelReader, InputGate
+from flowray.runtime.network.elements import (
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    RecordBatch,
+    Watermark,
+)
+from flowray.runtime.network.partitioners import KeySelectorError, RecordWriter
 from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
     TriggerCheckpoint,
     create_barrier_handler,
 )
-from flowray.runtime.network.channel import ChannelReader, InputGate
-from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
+from flowray.runtime.task.environment import (
+    DriverChannel,
+    TaskEnvironment,
+    _WriterOutput,
+)
+from flowray.runtime.task.subtask_checkpoints import (
+    SubtaskCheckpointCoordinator,
+)
+from flowray.runtime.task.watermark_valve import WatermarkValve
+from flowray.state.operator_state import OperatorStateStore
+from flowray.state.snapshot import TaskStateSnapshot
+from flowray.state.state_backend import create_keyed_backend
+
+from flowray.common.configuration import Configuration
+from flowray.common.constants import MAX_WATERMARK
 from flowray.common.options import (
     BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
@@ -49,24 +73,6 @@ from flowray.common.options import (
     CHECKPOINTING_MODE,
     MEMORY_THRESHOLD,
 )
-from flowray.common.configuration import Configuration
-from flowray.runtime.network.elements import (
-    MAX_WATERMARK,
-    CancelCheckpointMarker,
-    CheckpointBarrier,
-    EndOfPartition,
-    RecordBatch,
-    Watermark,
-)
-from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
-from flowray.runtime.graph.job_graph import TaskPlan
-from flowray.runtime.network.partitioners import KeySelectorError, RecordWriter
-from flowray.runtime.task.subtask_checkpoints import (
-    SubtaskCheckpointCoordinator,
-)
-from flowray.runtime.task.watermark_valve import WatermarkValve
-from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
-from flowray.runtime.task.environment import DriverChannel, TaskEnvironment, _WriterOutput
 
 __all__ = ["TaskCancelled", "StreamTask"]
 
@@ -103,9 +109,10 @@ class StreamTask:
         restored: Optional[TaskStateSnapshot] = tdd.restore_state
         # restored from a checkpoint taken after this subtask finished (or after its
         # operators finished): emit nothing, run no finish() again, just end
-        self.finished_on_restore = bool(restored is not None
-                                        and (restored.finished or restored.input_ended))
-        self._input_ended = False       # operators finished, end-of-partition sent
+        self.finished_on_restore = bool(
+            restored is not None and (restored.finished or restored.input_ended)
+        )
+        self._input_ended = False  # operators finished, end-of-partition sent
         self._final_checkpoint: Optional[int] = None  # first checkpoint after input ended
         self._final_checkpoint_done = False
         self.barrier_handler: Optional[BarrierHandler] = None
@@ -128,12 +135,16 @@ class StreamTask:
         self._mailbox.append(action)
         self._wakeup.set()
 
-    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int,
-                           is_savepoint: bool = False) -> None:
+    def trigger_checkpoint(
+        self, checkpoint_id: int, timestamp: int, is_savepoint: bool = False
+    ) -> None:
         """The job master triggers this task directly (a source, or a task whose inputs'
         producers have all finished)."""
-        self.submit(lambda: self._on_direct_trigger(
-            CheckpointBarrier(checkpoint_id, timestamp, is_savepoint)))
+        self.submit(
+            lambda: self._on_direct_trigger(
+                CheckpointBarrier(checkpoint_id, timestamp, is_savepoint)
+            )
+        )
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.submit(lambda: self._on_checkpoint_complete(checkpoint_id))
@@ -178,11 +189,13 @@ class StreamTask:
         except BaseException as e:  # noqa: BLE001 - every failure becomes the result
             if self._cancelled.is_set():
                 self.state = TaskState.CANCELED
-                return TaskResult(self.tdd.subtask, TaskState.CANCELED, None,
-                                  self._final_metrics())
+                return TaskResult(
+                    self.tdd.subtask, TaskState.CANCELED, None, self._final_metrics()
+                )
             self.state = TaskState.FAILED
-            return TaskResult(self.tdd.subtask, TaskState.FAILED, self._failure(e),
-                              self._final_metrics())
+            return TaskResult(
+                self.tdd.subtask, TaskState.FAILED, self._failure(e), self._final_metrics()
+            )
         finally:
             self._release()
 
@@ -193,17 +206,30 @@ class StreamTask:
     def _failure(self, e: BaseException) -> TaskFailure:
         task = self.tdd.display_name
         if isinstance(e, UserFunctionError):
-            return TaskFailure(task, e.operator_name, e.cause_type, e.cause_message,
-                               e.traceback_text, True)
+            return TaskFailure(
+                task, e.operator_name, e.cause_type, e.cause_message, e.traceback_text, True
+            )
         if isinstance(e, KeySelectorError):
             cause = e.cause
-            return TaskFailure(task, "key_by key selector", type(cause).__name__, str(cause),
-                               "".join(traceback.format_exception(type(cause), cause,
-                                                                  cause.__traceback__)), True)
-        return TaskFailure(task, None, type(e).__name__, str(e),
-                           "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-                           False, failed_channel=(e.channel_id or None) if isinstance(
-                               e, PartitionNotFoundError) else None)
+            return TaskFailure(
+                task,
+                "key_by key selector",
+                type(cause).__name__,
+                str(cause),
+                "".join(traceback.format_exception(type(cause), cause, cause.__traceback__)),
+                True,
+            )
+        return TaskFailure(
+            task,
+            None,
+            type(e).__name__,
+            str(e),
+            "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+            False,
+            failed_channel=(e.channel_id or None)
+            if isinstance(e, PartitionNotFoundError)
+            else None,
+        )
 
     def _check_cancel(self) -> None:
         if self._cancelled.is_set():
@@ -215,43 +241,62 @@ class StreamTask:
         try:
             plan: TaskPlan = cloudpickle.loads(tdd.plan_bytes)
         except Exception as e:
-            raise RuntimeError(f"task {tdd.display_name}: cannot load the job's functions: "
-                               f"{type(e).__name__}: {e}") from e
+            raise RuntimeError(
+                f"task {tdd.display_name}: cannot load the job's functions: "
+                f"{type(e).__name__}: {e}"
+            ) from e
         self.plan = plan
-        backend = (create_keyed_backend(tdd.config, tdd.key_group_range,
-                                        tdd.max_parallelism, tdd.job_id, tdd.subtask.key,
-                                        tdd.attempt)
-                   if plan.keyed else None)
+        backend = (
+            create_keyed_backend(
+                tdd.config,
+                tdd.key_group_range,
+                tdd.max_parallelism,
+                tdd.job_id,
+                tdd.subtask.key,
+                tdd.attempt,
+            )
+            if plan.keyed
+            else None
+        )
         self.keyed_backend = backend
         self.timers = ProcessingTimeService(self.clock)
         ctx = OperatorContext(
-            task_name=tdd.vertex_name, subtask_index=tdd.subtask.index,
-            parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
-            key_group_range=tdd.key_group_range, processing_time_service=self.timers,
-            attempt_number=tdd.attempt, keyed_backend=backend,
-            open_driver_channel=self._open_driver_channel)
+            task_name=tdd.vertex_name,
+            subtask_index=tdd.subtask.index,
+            parallelism=tdd.parallelism,
+            max_parallelism=tdd.max_parallelism,
+            key_group_range=tdd.key_group_range,
+            processing_time_service=self.timers,
+            attempt_number=tdd.attempt,
+            keyed_backend=backend,
+            open_driver_channel=self._open_driver_channel,
+        )
 
         for out in tdd.outputs:
             if out.blocking:  # BATCH: the whole output goes to files, read later
                 writers = [self._partitions().writer(cid) for cid, _ in out.channels]
             else:
-                writers = [self.env.open_output(cid, consumer)
-                           for cid, consumer in out.channels]
+                writers = [self.env.open_output(cid, consumer) for cid, consumer in out.channels]
             self.record_writers[out.edge_id] = RecordWriter(
-                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size)
+                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size
+            )
         if tdd.inputs:
             self._open_inputs()
             self.barrier_handler = create_barrier_handler(
-                self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock)
+                self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock
+            )
         self._check_cancel()
 
         # wire outputs tail-first so every operator's output exists when it is set up
         order = self._chain_order(plan)
         for node_id in reversed(order):
-            outputs: List[Output] = [ChainedOutput(plan.operators[c])
-                                     for c in plan.chained.get(node_id, [])]
-            outputs += [_WriterOutput(self.record_writers[eid], self.clock)
-                        for eid in plan.network_outputs.get(node_id, [])]
+            outputs: List[Output] = [
+                ChainedOutput(plan.operators[c]) for c in plan.chained.get(node_id, [])
+            ]
+            outputs += [
+                _WriterOutput(self.record_writers[eid], self.clock)
+                for eid in plan.network_outputs.get(node_id, [])
+            ]
             output = outputs[0] if len(outputs) == 1 else BroadcastingOutput(outputs)
             plan.operators[node_id].setup(ctx, output)
         self.operators = [plan.operators[n] for n in order]
@@ -299,23 +344,41 @@ class StreamTask:
         stores: Dict[str, OperatorStateStore] = {}
         for op in self.operators:
             previous = op_states.get(op.uid)
-            store = (OperatorStateStore.restore(previous.load_operator_state(
-                         storage.read_file if storage is not None else _no_storage))
-                     if previous is not None else OperatorStateStore())
+            store = (
+                OperatorStateStore.restore(
+                    previous.load_operator_state(
+                        storage.read_file if storage is not None else _no_storage
+                    )
+                )
+                if previous is not None
+                else OperatorStateStore()
+            )
             stores[op.uid] = store
-            op.initialize_state(StateInitializationContext(
-                store, self.keyed_backend,
-                tdd.restore_checkpoint_id if restored is not None else None))
+            op.initialize_state(
+                StateInitializationContext(
+                    store,
+                    self.keyed_backend,
+                    tdd.restore_checkpoint_id if restored is not None else None,
+                )
+            )
         self.requires_final_checkpoint = any(
-            op.requires_final_checkpoint or any(
+            op.requires_final_checkpoint
+            or any(
                 callable(getattr(fn, "notify_checkpoint_complete", None))
-                for fn in op.user_functions())
-            for op in self.operators)
+                for fn in op.user_functions()
+            )
+            for op in self.operators
+        )
         self.checkpointer = SubtaskCheckpointCoordinator(
-            tdd.subtask, self.operators, stores, self.keyed_backend,
+            tdd.subtask,
+            self.operators,
+            stores,
+            self.keyed_backend,
             self.head.uid if self.keyed_backend is not None else None,
-            lambda: self._storage, self.env.responder,
-            Configuration(tdd.config).get(MEMORY_THRESHOLD))
+            lambda: self._storage,
+            self.env.responder,
+            Configuration(tdd.config).get(MEMORY_THRESHOLD),
+        )
 
     @staticmethod
     def _chain_order(plan: TaskPlan) -> List[int]:
@@ -439,16 +502,18 @@ class StreamTask:
                 if not self._input_ended:
                     for rw in self.record_writers.values():
                         rw.broadcast_event(CancelCheckpointMarker(cid))
-                self.checkpointer.decline(cid, _decline_reason(action.reason),
-                                          action.reason.value)
+                self.checkpointer.decline(cid, _decline_reason(action.reason), action.reason.value)
 
     def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
         if self.barrier_handler is None:  # a source task
             if barrier.checkpoint_id > self.checkpointer.last_checkpoint_id:
                 self._perform_checkpoint(barrier, 0.0)
         else:
-            self._apply(self.barrier_handler.on_direct_trigger(
-                barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint))
+            self._apply(
+                self.barrier_handler.on_direct_trigger(
+                    barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint
+                )
+            )
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float) -> None:
         if not self._input_ended:
@@ -528,5 +593,7 @@ class StreamTask:
 def _decline_reason(reason: Any) -> str:
     """The coordinator's failure reason for a barrier handler's abort."""
     name = getattr(reason, "name", str(reason))
-    return {"SUBSUMED_BY_NEWER_BARRIER": "SUBSUMED",
-            "CANCELLATION_MARKER": "DECLINED_ON_CANCELLATION"}.get(name, "DECLINED")
+    return {
+        "SUBSUMED_BY_NEWER_BARRIER": "SUBSUMED",
+        "CANCELLATION_MARKER": "DECLINED_ON_CANCELLATION",
+    }.get(name, "DECLINED")

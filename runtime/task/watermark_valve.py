@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Optional
 
-from flowray.runtime.network.elements import MAX_WATERMARK, MIN_WATERMARK
+from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 
 __all__ = ["WatermarkValve"]
 

@@ -11,13 +11,7 @@ import tempfile
 import threading
 import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
-from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
-from flowray.state.keyed_backend import (
-    KeyedSnapshotWriter,
-    KeyedStateBackend,
-    State,
-    StateAccessError,
-)
+
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -25,14 +19,23 @@ from flowray.state.descriptors import (
     StateKind,
 )
 from flowray.state.heap_backend import dumps_state, loads_state
-from flowray.state.key_groups import UPPER_BOUND_MAX_PARALLELISM, KeyGroupAssigner, KeyGroupRange
-from flowray.state.snapshot import IncrementalKeyedStateHandle
+from flowray.state.key_groups import (
+    UPPER_BOUND_MAX_PARALLELISM,
+    KeyGroupAssigner,
+    KeyGroupRange,
+)
+from flowray.state.keyed_backend import (
+    KeyedSnapshotWriter,
+    KeyedStateBackend,
+    State,
+    StateAccessError,
+)
 from flowray.state.rocksdb.layout import (
-    _raw_options,
-    SNAPSHOT_FORMAT,
     _CF_PREFIX,
+    SNAPSHOT_FORMAT,
     _kg_prefix,
     _loads,
+    _raw_options,
     decode_key,
     encode_key,
 )
@@ -46,6 +49,8 @@ from flowray.state.rocksdb.states import (
     RocksDBReducingState,
     RocksDBValueAccessor,
 )
+from flowray.state.snapshot import IncrementalKeyedStateHandle
+from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
 __all__ = ["RocksDBKeyedStateBackend"]
 
@@ -53,6 +58,7 @@ __all__ = ["RocksDBKeyedStateBackend"]
 # ---------------------------------------------------------------------------------------
 # the backend
 # ---------------------------------------------------------------------------------------
+
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state in a RocksDB instance under ``working_dir`` (owned by the backend: any
@@ -63,11 +69,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     call :meth:`notify_checkpoint_complete` for each completed checkpoint, or every
     checkpoint uploads all SST files again."""
 
-    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                 working_dir: str, incremental: bool = False) -> None:
+    def __init__(
+        self,
+        key_group_range: KeyGroupRange,
+        max_parallelism: int,
+        working_dir: str,
+        incremental: bool = False,
+    ) -> None:
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-            raise ValueError(f"max parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
-                             f"got {max_parallelism}")
+            raise ValueError(
+                f"max parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
+                f"got {max_parallelism}"
+            )
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self.working_dir = os.path.abspath(os.fspath(working_dir))
@@ -176,7 +189,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         stop at the next group's. (No ``ReadOptions`` iterate bounds: rocksdict 0.3.29 keeps
         pointers to the bound bytes without owning them.)"""
         stop = _kg_prefix(last + 1)
-        it = cf.items(from_key=_kg_prefix(first)) if values else cf.keys(from_key=_kg_prefix(first))
+        it = (
+            cf.items(from_key=_kg_prefix(first)) if values else cf.keys(from_key=_kg_prefix(first))
+        )
         for entry in it:
             if (entry[0] if values else entry)[:2] >= stop:
                 return
@@ -193,8 +208,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         cf = self._cfs.get(state_name)
         if cf is None or key_group not in self.key_group_range:
             return iter(())
-        return iter([(decode_key(k, 2), _loads(v))
-                     for k, v in self._scan(cf, key_group, key_group, True)])
+        return iter(
+            [(decode_key(k, 2), _loads(v)) for k, v in self._scan(cf, key_group, key_group, True)]
+        )
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> KeyedSnapshotWriter:
@@ -208,17 +224,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if not kinds:
             return RocksDBFullSnapshotWriter(None, {}, self.key_group_range)
         os.makedirs(self._snapshot_dir, exist_ok=True)
-        path = os.path.join(self._snapshot_dir,
-                            f"chk-{checkpoint_id}-{next(self._snapshot_seq)}")
+        path = os.path.join(self._snapshot_dir, f"chk-{checkpoint_id}-{next(self._snapshot_seq)}")
         Checkpoint(self._db).create_checkpoint(path)
         return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range)
 
-    def _snapshot_incremental(self, checkpoint_id: int,
-                              kinds: Dict[str, str]) -> "RocksDBIncrementalSnapshotWriter":
+    def _snapshot_incremental(
+        self, checkpoint_id: int, kinds: Dict[str, str]
+    ) -> "RocksDBIncrementalSnapshotWriter":
         if not kinds:
-            return RocksDBIncrementalSnapshotWriter(checkpoint_id, None, [], {},
-                                                    self.key_group_range, {}, None,
-                                                    self.db_uid)
+            return RocksDBIncrementalSnapshotWriter(
+                checkpoint_id, None, [], {}, self.key_group_range, {}, None, self.db_uid
+            )
         for cf in self._cfs.values():
             cf.flush()
         os.makedirs(self._snapshot_dir, exist_ok=True)
@@ -228,9 +244,16 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         files = sorted(os.listdir(path))
         with self._upload_lock:
             base = dict(self._confirmed)
-        return RocksDBIncrementalSnapshotWriter(checkpoint_id, path, files, kinds,
-                                                self.key_group_range, base,
-                                                self._record_uploads, self.db_uid)
+        return RocksDBIncrementalSnapshotWriter(
+            checkpoint_id,
+            path,
+            files,
+            kinds,
+            self.key_group_range,
+            base,
+            self._record_uploads,
+            self.db_uid,
+        )
 
     def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
         with self._upload_lock:
@@ -247,8 +270,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 return
             # a file uploaded again while an earlier upload was unconfirmed: the job master
             # keeps the first confirmed copy (SharedStateRegistry), so do we
-            self._confirmed = {name: self._confirmed.get(name, up)
-                               for name, up in uploads.items()}
+            self._confirmed = {name: self._confirmed.get(name, up) for name, up in uploads.items()}
             self._confirmed_id = checkpoint_id
             for cid in [c for c in self._pending if c < checkpoint_id]:
                 del self._pending[cid]
@@ -264,23 +286,24 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return {name: p for name, (p, _) in self._confirmed.items()}
 
     @staticmethod
-    def _download(handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes],
-                  target: str) -> None:
+    def _download(
+        handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes], target: str
+    ) -> None:
         os.makedirs(target, exist_ok=True)
         for name, remote in itertools.chain(handle.shared.items(), handle.private.items()):
             with open(os.path.join(target, name), "wb") as f:
                 f.write(read(remote))
 
-    def _restore_incremental_in_place(self, handle: IncrementalKeyedStateHandle,
-                                      read: Callable[[str], bytes]) -> None:
+    def _restore_incremental_in_place(
+        self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes]
+    ) -> None:
         """Replace the (empty) database by the checkpoint's files and reopen it."""
         db, self._db = self._db, None
         if db is not None:
             db.close()
         shutil.rmtree(self._db_path, ignore_errors=True)
         self._download(handle, read, self._db_path)
-        cfs = {name: _raw_options() for name in Rdict.list_cf(self._db_path)
-               if name != "default"}
+        cfs = {name: _raw_options() for name in Rdict.list_cf(self._db_path) if name != "default"}
         self._db = Rdict(self._db_path, _raw_options(), column_families=cfs)
         self._db.set_write_options(self._write_opts)
         for name, kind in handle.state_kinds.items():
@@ -296,8 +319,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if handle.db_uid:
                 self.db_uid = handle.db_uid
 
-    def _restore_incremental_by_copy(self, handle: IncrementalKeyedStateHandle,
-                                     read: Callable[[str], bytes]) -> None:
+    def _restore_incremental_by_copy(
+        self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes]
+    ) -> None:
         """Copy this backend's key groups out of the checkpoint (rescaling)."""
         rng = handle.key_group_range.intersection(self.key_group_range)
         if not len(rng) or not handle.state_kinds:
@@ -306,8 +330,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         try:
             self._download(handle, read, tmp)
             cfs = {name: _raw_options() for name in Rdict.list_cf(tmp) if name != "default"}
-            src = Rdict(tmp, _raw_options(), column_families=cfs,
-                        access_type=AccessType.read_only())
+            src = Rdict(
+                tmp, _raw_options(), column_families=cfs, access_type=AccessType.read_only()
+            )
             try:
                 for name, kind in handle.state_kinds.items():
                     self._column_family(name, StateKind(kind))
@@ -340,8 +365,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
         handles = [h for h in handles if h is not None]
-        if (len(handles) == 1 and isinstance(handles[0], IncrementalKeyedStateHandle)
-                and handles[0].key_group_range == self.key_group_range and not self._kinds):
+        if (
+            len(handles) == 1
+            and isinstance(handles[0], IncrementalKeyedStateHandle)
+            and handles[0].key_group_range == self.key_group_range
+            and not self._kinds
+        ):
             self._restore_incremental_in_place(handles[0], read)
             return
         for handle in handles:
@@ -350,8 +379,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 continue
             data = loads_state(read(handle.path), handle.path)
             if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError(f"{handle.path}: not a full keyed-state snapshot "
-                                 f"(format {SNAPSHOT_FORMAT!r})")
+                raise ValueError(
+                    f"{handle.path}: not a full keyed-state snapshot (format {SNAPSHOT_FORMAT!r})"
+                )
             kinds = data["kinds"]
             batch = WriteBatch(raw_mode=True)
             count = 0

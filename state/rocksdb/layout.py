@@ -14,8 +14,8 @@ import pickle
 import struct
 from typing import Any, Tuple
 
-from rocksdict import Options
 from flowray.state.heap_backend import dumps_state
+from rocksdict import Options
 
 __all__ = ["SNAPSHOT_FORMAT", "encode_key", "decode_key"]
 
@@ -23,12 +23,10 @@ __all__ = ["SNAPSHOT_FORMAT", "encode_key", "decode_key"]
 #: The portable full-snapshot format, shared with :mod:`flowray.state.heap_backend`.
 SNAPSHOT_FORMAT = "flowray-heap-v1"
 
-
 _MISSING = object()
 
 
 _CF_PREFIX = "state/"
-
 
 _loads = pickle.loads
 
@@ -41,7 +39,6 @@ _T_NONE, _T_FALSE, _T_TRUE = 0x00, 0x01, 0x02
 
 
 _T_INT, _T_FLOAT, _T_STR, _T_BYTES, _T_TUPLE, _T_PICKLE = 0x10, 0x11, 0x12, 0x13, 0x14, 0x7F
-
 
 _pack_f64 = struct.Struct(">d").pack
 
@@ -125,7 +122,7 @@ def _decode_at(buf: bytes, pos: int) -> Tuple[Any, int]:
     pos += 1
     if tag == _T_STR or tag == _T_BYTES or tag == _T_INT or tag == _T_PICKLE:
         n, pos = _read_varint(buf, pos)
-        data = buf[pos:pos + n]
+        data = buf[pos : pos + n]
         pos += n
         if tag == _T_STR:
             return data.decode("utf-8", "surrogatepass"), pos

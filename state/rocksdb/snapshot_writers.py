@@ -10,14 +10,21 @@ import posixpath
 import shutil
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
-from rocksdict import AccessType, Rdict
+
+from flowray.state.heap_backend import dumps_state
+from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import (
     KeyedSnapshotWriter,
 )
-from flowray.state.heap_backend import dumps_state
-from flowray.state.key_groups import KeyGroupRange
+from flowray.state.rocksdb.layout import (
+    _CF_PREFIX,
+    SNAPSHOT_FORMAT,
+    _loads,
+    _raw_options,
+    decode_key,
+)
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
-from flowray.state.rocksdb.layout import SNAPSHOT_FORMAT, _CF_PREFIX, _loads, _raw_options, decode_key
+from rocksdict import AccessType, Rdict
 
 __all__ = ["RocksDBIncrementalSnapshotWriter"]
 
@@ -39,8 +46,9 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
     """Serializes a RocksDB checkpoint directory to the portable full-snapshot format and
     deletes the directory. Runs in any thread; uses nothing of the live database."""
 
-    def __init__(self, checkpoint_path: Optional[str], kinds: Dict[str, str],
-                 key_group_range: KeyGroupRange) -> None:
+    def __init__(
+        self, checkpoint_path: Optional[str], kinds: Dict[str, str], key_group_range: KeyGroupRange
+    ) -> None:
         self.checkpoint_path = checkpoint_path
         self.kinds = kinds
         self.key_group_range = key_group_range
@@ -48,8 +56,12 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
     def _read_groups(self) -> Dict[int, Dict[str, Dict[Any, Any]]]:
         groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
         cfs = {_CF_PREFIX + name: _raw_options() for name in self.kinds}
-        db = Rdict(self.checkpoint_path, _raw_options(), column_families=cfs,
-                   access_type=AccessType.read_only())
+        db = Rdict(
+            self.checkpoint_path,
+            _raw_options(),
+            column_families=cfs,
+            access_type=AccessType.read_only(),
+        )
         try:
             for name in self.kinds:
                 cf = db.get_column_family(_CF_PREFIX + name)
@@ -67,7 +79,9 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             db.close()
         return groups
 
-    def write(self, write_file: Callable[[str, bytes], int], path: str) -> Optional[KeyedStateHandle]:
+    def write(
+        self, write_file: Callable[[str, bytes], int], path: str
+    ) -> Optional[KeyedStateHandle]:
         if self.checkpoint_path is None:
             return None
         try:
@@ -93,11 +107,17 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
     ``base``: SST name -> (remote path, size) of the last confirmed checkpoint, captured in
     the synchronous part. Runs in any thread; uses nothing of the live database."""
 
-    def __init__(self, checkpoint_id: int, checkpoint_path: Optional[str], files: List[str],
-                 kinds: Dict[str, str], key_group_range: KeyGroupRange,
-                 base: Dict[str, Tuple[str, int]],
-                 on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]],
-                 db_uid: str = "") -> None:
+    def __init__(
+        self,
+        checkpoint_id: int,
+        checkpoint_path: Optional[str],
+        files: List[str],
+        kinds: Dict[str, str],
+        key_group_range: KeyGroupRange,
+        base: Dict[str, Tuple[str, int]],
+        on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]],
+        db_uid: str = "",
+    ) -> None:
         self.db_uid = db_uid
         self.checkpoint_id = checkpoint_id
         self.checkpoint_path = checkpoint_path
@@ -116,8 +136,9 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
         stem = stem.rsplit(".", 1)[0] if "." in stem else stem
         return posixpath.join(root, "shared", f"{stem}-{sst_name}-{uuid.uuid4().hex[:8]}")
 
-    def write(self, write_file: Callable[[str, bytes], int],
-              path: str) -> Optional[IncrementalKeyedStateHandle]:
+    def write(
+        self, write_file: Callable[[str, bytes], int], path: str
+    ) -> Optional[IncrementalKeyedStateHandle]:
         if self.checkpoint_path is None:
             return None
         try:
@@ -153,10 +174,17 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
         if self.on_uploaded is not None:
             self.on_uploaded(self.checkpoint_id, ssts)
         return IncrementalKeyedStateHandle(
-            path=f"{path}.private", key_group_range=self.key_group_range, size=uploaded,
-            checkpoint_id=self.checkpoint_id, shared=shared, private=private,
-            state_kinds=dict(self.kinds), full_size=sum(sizes.values()), file_sizes=sizes,
-            db_uid=self.db_uid)
+            path=f"{path}.private",
+            key_group_range=self.key_group_range,
+            size=uploaded,
+            checkpoint_id=self.checkpoint_id,
+            shared=shared,
+            private=private,
+            state_kinds=dict(self.kinds),
+            full_size=sum(sizes.values()),
+            file_sizes=sizes,
+            db_uid=self.db_uid,
+        )
 
     def discard(self) -> None:
         """Delete the checkpoint directory (``write`` does it; call it to abandon)."""

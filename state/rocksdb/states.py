@@ -6,7 +6,11 @@ state by (key, key group) without setting the current key.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Tuple
-from rocksdict import Rdict
+
+from flowray.state.descriptors import (
+    StateKind,
+)
+from flowray.state.heap_backend import dumps_state
 from flowray.state.keyed_backend import (
     AggregatingState,
     ListState,
@@ -16,11 +20,8 @@ from flowray.state.keyed_backend import (
     StateAccessError,
     ValueState,
 )
-from flowray.state.descriptors import (
-    StateKind,
-)
-from flowray.state.heap_backend import dumps_state
 from flowray.state.rocksdb.layout import _MISSING, _loads, encode_key
+from rocksdict import Rdict
 
 if TYPE_CHECKING:
     from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
@@ -31,6 +32,7 @@ __all__ = ["RocksDBValueAccessor"]
 # ---------------------------------------------------------------------------------------
 # state objects
 # ---------------------------------------------------------------------------------------
+
 
 class _RocksState(State):
     __slots__ = ("_backend", "_cf", "_name")
@@ -145,8 +147,9 @@ class RocksDBMapState(_RocksState, MapState):
 class RocksDBReducingState(_RocksState, ReducingState):
     __slots__ = ("_reduce",)
 
-    def __init__(self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str,
-                 reduce_fn: Any) -> None:
+    def __init__(
+        self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str, reduce_fn: Any
+    ) -> None:
         super().__init__(backend, cf, name)
         self._reduce = reduce_fn
 
@@ -162,8 +165,9 @@ class RocksDBReducingState(_RocksState, ReducingState):
 class RocksDBAggregatingState(_RocksState, AggregatingState):
     __slots__ = ("_agg",)
 
-    def __init__(self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str,
-                 agg: Any) -> None:
+    def __init__(
+        self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str, agg: Any
+    ) -> None:
         super().__init__(backend, cf, name)
         self._agg = agg
 
@@ -203,7 +207,8 @@ class RocksDBValueAccessor:
         if not self._start <= key_group <= self._end:
             raise StateAccessError(
                 f"state {self._name!r}: key {key!r} in key group {key_group}, outside this "
-                f"subtask's range [{self._start}, {self._end}]")
+                f"subtask's range [{self._start}, {self._end}]"
+            )
         return self._prefixes[key_group - self._start] + encode_key(key)
 
     def get(self, key: Any, key_group: int, default: Any = None) -> Any:

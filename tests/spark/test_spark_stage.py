@@ -85,7 +85,7 @@ def test_to_spark_dataframe_needs_a_schema(spark):
 
 
 def test_the_producer_runs_again_when_the_stage_files_are_gone(spark, tmp_path, monkeypatch):
-    from flowray.runtime import spark_stages
+    from flowray.spark import stage as spark_stages
     real = spark_stages.record_stage_output
     lost = []
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowray.datastream.functions import AggregateFunction, ReduceFunction, RuntimeContext
+from flowray.datastream.functions import RuntimeContext
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
@@ -13,6 +13,7 @@ from flowray.state.descriptors import (
 )
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
+from tests.support.functions import Average, Max
 
 MAXP = 128
 KEYS = ["alice", "bob", ("carol", 3), 17, None, b"raw"]
@@ -23,22 +24,6 @@ def backend():
     b = HeapKeyedStateBackend(KeyGroupRange(0, MAXP - 1), MAXP)
     yield b
     b.dispose()
-
-
-class Average(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return (acc[0] + value, acc[1] + 1)
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-
-class Max(ReduceFunction):
-    def reduce(self, a, b):
-        return max(a, b)
 
 
 def test_value_state_is_per_key(backend):

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-import test_channels as contract
 from flowray.runtime.network.blocking_partition import (
     INPROGRESS_SUFFIX,
     BlockingChannelReader,
@@ -32,10 +31,16 @@ from flowray.runtime.network.channel import (
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import encode_frame
 from flowray.runtime.network.elements import EndOfPartition, RecordBatch, Watermark
+from tests.support.channels import (
+    WAIT_S,
+    Pair,
+    close_is_idempotent_on_both_ends,
+    closing_writer_after_end_of_partition_is_clean,
+    mixed_frames,
+    norm,
+)
 
-WAIT_S = 10.0
 CID = "e3/0->1"
-_norm = contract._norm
 
 
 @pytest.fixture
@@ -87,7 +92,7 @@ def make_blocking_pair(store):
             for r in readers:
                 r.close()
 
-        p = contract.Pair(writers, readers, MixedInputGate(None), push_raw, cleanup)
+        p = Pair(writers, readers, MixedInputGate(None), push_raw, cleanup)
         made.append(p)
         return p
 
@@ -97,9 +102,9 @@ def make_blocking_pair(store):
 
 
 @pytest.mark.parametrize("contract_test", [
-    contract.test_closing_writer_after_end_of_partition_is_clean,
-    contract.test_close_is_idempotent_on_both_ends,
-], ids=lambda f: f.__name__)
+    closing_writer_after_end_of_partition_is_clean,
+    close_is_idempotent_on_both_ends,
+], ids=lambda f: f"test_{f.__name__}")
 def test_channel_contract(contract_test, make_blocking_pair):
     contract_test(make_blocking_pair)
 
@@ -121,11 +126,11 @@ def test_ends_are_channel_ends(store):
 # ---------------------------------------------------------------------------------------
 
 def test_round_trip_of_mixed_frames_and_writer_stats(store):
-    frames = contract._mixed_frames(40)
+    frames = mixed_frames(40)
     w = _publish(store, CID, frames)
     assert w.published and w.closed
     got = _read_all(store.reader(CID))
-    assert [_norm(f) for f in got] == [_norm(f) for f in frames]
+    assert [norm(f) for f in got] == [norm(f) for f in frames]
     st = w.stats
     assert st.frames == len(frames)
     assert st.records == sum(len(f) for f in frames if type(f) is RecordBatch)
@@ -170,7 +175,7 @@ def test_many_frames_stream_across_chunk_boundaries(store, chunk_size):
         if f is None:
             break
         got.append(f)
-    assert [_norm(f) for f in got] == [_norm(f) for f in frames]
+    assert [norm(f) for f in got] == [norm(f) for f in frames]
     assert r.bytes_read == size and r.frames_read == len(frames)
     # streaming: never more than a chunk plus one frame buffered, far less than the file
     assert max_buffered <= chunk_size + biggest
@@ -196,10 +201,10 @@ def test_reader_holds_only_a_chunk_of_a_big_file(store):
 def test_re_read_many_times(store):
     frames = [RecordBatch([i, i * i]) for i in range(50)] + [Watermark(9), EndOfPartition()]
     _publish(store, CID, frames)
-    want = [_norm(f) for f in frames]
+    want = [norm(f) for f in frames]
     for attempt in range(25):
         r = store.reader(CID, chunk_size=(attempt % 5 + 1) * 13)
-        assert [_norm(f) for f in _read_all(r)] == want
+        assert [norm(f) for f in _read_all(r)] == want
         r.close()
     assert store.is_available(CID)  # reading consumes nothing
 
@@ -207,7 +212,7 @@ def test_re_read_many_times(store):
 def test_two_readers_interleaved_and_concurrent(store):
     frames = [RecordBatch(list(range(i, i + 30))) for i in range(400)] + [EndOfPartition()]
     _publish(store, CID, frames)
-    want = [_norm(f) for f in frames]
+    want = [norm(f) for f in frames]
 
     # interleaved in one thread: independent positions
     a, b = store.reader(CID, chunk_size=100), store.reader(CID, chunk_size=333)
@@ -216,14 +221,14 @@ def test_two_readers_interleaved_and_concurrent(store):
         got_a += [f for f in (a.poll(), a.poll()) if f is not None]
         got_b.append(b.poll())
     assert len(got_a) == len(frames) and a.poll() is None and b.poll() is None
-    assert [_norm(f) for f in got_a] == want == [_norm(f) for f in got_b]
+    assert [norm(f) for f in got_a] == want == [norm(f) for f in got_b]
 
     # concurrently from threads
     results, errors = {}, []
 
     def read(name):
         try:
-            results[name] = [_norm(f) for f in _read_all(store.reader(CID, chunk_size=512))]
+            results[name] = [norm(f) for f in _read_all(store.reader(CID, chunk_size=512))]
         except BaseException as e:
             errors.append(e)
 
@@ -289,8 +294,8 @@ def test_restarted_producer_replaces_a_failed_attempt_and_a_zombie_cannot_publis
     new.close()
     with pytest.raises(ChannelError, match="replaced by another attempt"):
         old.close()
-    assert [_norm(f) for f in _read_all(store.reader(CID))] == \
-        [_norm(RecordBatch(["new"])), EndOfPartition()]
+    assert [norm(f) for f in _read_all(store.reader(CID))] == \
+        [norm(RecordBatch(["new"])), EndOfPartition()]
     # a later successful attempt is published over an available file atomically
     r = store.reader(CID)
     assert r.poll().records == ["new"]  # this reader keeps its file

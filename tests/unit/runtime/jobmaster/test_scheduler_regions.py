@@ -13,7 +13,8 @@ from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     CorruptPartitionError,
 )
-from flowray.runtime.checkpoint.coordinator import CheckpointFailureReason, TaskStatus
+from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.checkpoint.plan import TaskStatus
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
 from flowray.runtime.messages import JobStatus
 from flowray.common.clock import ManualClock
@@ -23,12 +24,9 @@ from flowray.runtime.execution.executor import prepare_job
 from flowray.runtime.graph.job_graph import build_job_graph, mark_blocking_exchanges
 from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.testing.jobmaster import RecordingDeployer
-from flowray.runtime.jobmaster.scheduler import (
-    CANCEL_GRACE_MS,
-    JobScheduler,
-    PendingFailover,
-    TaskDeployer,
-)
+from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.failure_handler import PendingFailover
+from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource

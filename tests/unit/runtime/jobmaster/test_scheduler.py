@@ -4,7 +4,8 @@ checkpoint storage and a deployer that records every call."""
 import pytest
 
 from flowray import Configuration, StreamExecutionEnvironment
-from flowray.runtime.checkpoint.coordinator import CheckpointFailureReason, TaskStatus
+from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.checkpoint.plan import TaskStatus
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
 from flowray.runtime.messages import JobStatus
 from flowray.common.clock import ManualClock
@@ -13,7 +14,8 @@ from flowray.runtime.graph.job_graph import build_job_graph
 from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.runtime.jobmaster.restart_strategy import FixedDelayRestartStrategy
 from flowray.testing.jobmaster import RecordingDeployer
-from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler, TaskDeployer
+from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,

@@ -9,28 +9,11 @@ from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, V
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
+from tests.support.storage import DictStorage
 
 MAXP = 128
 FULL = KeyGroupRange(0, MAXP - 1)
 ROOT = "mem://job-1"
-
-
-class FakeStorage:
-    def __init__(self):
-        self.files = {}
-        self.writes = []
-
-    def write_file(self, path, data):
-        assert path not in self.files, f"overwrote {path}"
-        self.files[path] = bytes(data)
-        self.writes.append(path)
-        return len(data)
-
-    def read(self, path):
-        return self.files[path]
-
-    def shared_writes(self):
-        return [p for p in self.writes if p.startswith(f"{ROOT}/shared/")]
 
 
 def keyed_path(cid, index=0):
@@ -69,15 +52,15 @@ def read_all(backend, name="v"):
 
 
 def checkpoint(backend, storage, cid, confirm=True):
-    before = len(storage.shared_writes())
+    before = len(storage.shared_writes(ROOT))
     handle = backend.snapshot(cid).write(storage.write_file, keyed_path(cid))
     if confirm:
         backend.notify_checkpoint_complete(cid)
-    return handle, len(storage.shared_writes()) - before
+    return handle, len(storage.shared_writes(ROOT)) - before
 
 
 def test_first_checkpoint_uploads_everything(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     fill(b, {f"k{i}": i for i in range(100)})
     h, n_shared = checkpoint(b, storage, 1)
     assert isinstance(h, IncrementalKeyedStateHandle) and isinstance(h, KeyedStateHandle)
@@ -93,7 +76,7 @@ def test_first_checkpoint_uploads_everything(make):
 
 
 def test_confirmed_checkpoint_is_referenced(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     fill(b, {f"k{i}": i for i in range(100)})
     h1, _ = checkpoint(b, storage, 1, confirm=True)
     fill(b, {"k1": -1, "new": 5})
@@ -107,7 +90,7 @@ def test_confirmed_checkpoint_is_referenced(make):
 
 
 def test_unconfirmed_checkpoint_files_are_uploaded_again(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     fill(b, {f"k{i}": i for i in range(100)})
     h1, _ = checkpoint(b, storage, 1, confirm=False)
     fill(b, {"k1": -1})
@@ -126,7 +109,7 @@ def test_unconfirmed_checkpoint_files_are_uploaded_again(make):
 
 
 def test_restore_in_place_gives_checkpoint_state_and_references_restored_files(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     data = {f"k{i}": i for i in range(200)}
     fill(b, data)
     h1, _ = checkpoint(b, storage, 1)
@@ -157,7 +140,7 @@ def test_restore_in_place_gives_checkpoint_state_and_references_restored_files(m
 
 
 def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     data = {f"k{i}": i for i in range(300)}
     fill(b, data)
     lst = b.get_partitioned_state(ListStateDescriptor("l"))
@@ -186,7 +169,7 @@ def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
 
 
 def test_scale_in_merges_two_incremental_handles(make):
-    storage = FakeStorage()
+    storage = DictStorage()
     halves = [KeyGroupRange(0, 63), KeyGroupRange(64, 127)]
     data = {f"k{i}": i for i in range(300)}
     handles = []
@@ -205,13 +188,13 @@ def test_scale_in_merges_two_incremental_handles(make):
 
 
 def test_empty_backend_writes_nothing(make):
-    b, storage = make(), FakeStorage()
+    b, storage = make(), DictStorage()
     assert b.snapshot(1).write(storage.write_file, keyed_path(1)) is None
     assert storage.files == {}
 
 
 def test_full_snapshots_still_restore(make):
-    storage = FakeStorage()
+    storage = DictStorage()
     b = make(incremental=False)
     data = {f"k{i}": i for i in range(50)}
     fill(b, data)

@@ -4,18 +4,12 @@ import pickle
 
 import pytest
 
-from flowray.runtime.checkpoint.coordinator import (
-    AckResult,
-    CheckpointCoordinator,
-    CheckpointFailureReason,
-    CheckpointGateway,
-    CheckpointSettings,
-    CompletedCheckpoint,
-    CompletedCheckpointStore,
-    PendingCheckpoint,
-    TaskStatus,
-    compute_checkpoint_plan,
-)
+from flowray.runtime.checkpoint.pending import AckResult, PendingCheckpoint
+from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator
+from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.checkpoint.settings import CheckpointSettings
+from flowray.runtime.checkpoint.completed import CompletedCheckpoint, CompletedCheckpointStore
+from flowray.runtime.checkpoint.plan import TaskStatus, compute_checkpoint_plan
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
 from flowray.common.clock import ManualClock
@@ -26,6 +20,7 @@ from flowray.state.snapshot import (
     OperatorSubtaskState,
     TaskStateSnapshot,
 )
+from tests.support.gateways import RecordingGateway
 
 R = CheckpointFailureReason
 JOB = "job"
@@ -37,34 +32,6 @@ SINK = SubtaskId("sink", 0)
 TOPOLOGY = {SRC0: set(), SRC1: set(), MAP0: {SRC0, SRC1}, MAP1: {SRC0, SRC1},
             SINK: {MAP0, MAP1}}
 ALL = [SRC0, SRC1, MAP0, MAP1, SINK]
-
-
-class RecordingGateway(CheckpointGateway):
-    def __init__(self):
-        self.triggers = []   # (key, id, timestamp, is_savepoint)
-        self.completes = []  # (key, id)
-        self.aborts = []     # (key, id, reason)
-        self.fail_trigger_for = set()
-
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
-        if subtask in self.fail_trigger_for:
-            raise ConnectionError("task unreachable")
-        self.triggers.append((subtask.key, checkpoint_id, timestamp_ms, is_savepoint))
-
-    def notify_complete(self, subtask, checkpoint_id):
-        self.completes.append((subtask.key, checkpoint_id))
-
-    def notify_aborted(self, subtask, checkpoint_id, reason):
-        self.aborts.append((subtask.key, checkpoint_id, reason))
-
-    def triggered(self, checkpoint_id):
-        return sorted(k for k, c, _, _ in self.triggers if c == checkpoint_id)
-
-    def completed(self, checkpoint_id):
-        return sorted(k for k, c in self.completes if c == checkpoint_id)
-
-    def aborted(self, checkpoint_id):
-        return sorted((k, r) for k, c, r in self.aborts if c == checkpoint_id)
 
 
 class Harness:

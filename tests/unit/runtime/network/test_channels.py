@@ -10,70 +10,20 @@ import pytest
 from flowray.runtime.network.channel import ChannelClosedError, ChannelSequenceError
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import decode_frame, encode_frame, HEADER
-from flowray.runtime.network.elements import (
-    MAX_WATERMARK,
-    MIN_WATERMARK,
-    CancelCheckpointMarker,
-    CheckpointBarrier,
-    EndOfPartition,
-    RecordBatch,
-    Watermark,
-)
+from flowray.runtime.network.elements import EndOfPartition, RecordBatch, Watermark
 from flowray.runtime.network.socket_transport import (
     SocketInputGate,
     SocketListener,
     connect_channel,
 )
-
-WAIT_S = 10.0  # generous upper bound for anything that must happen; never a timing assertion
-
-
-class Pair:
-    """Both ends of one or more channels of one transport, plus a gate over the readers."""
-
-    def __init__(self, writers, readers, gate, push_raw, cleanup):
-        self.writers = writers
-        self.readers = readers
-        self.gate = gate
-        self._push_raw = push_raw
-        self._cleanup = cleanup
-
-    @property
-    def writer(self):
-        return self.writers[0]
-
-    @property
-    def reader(self):
-        return self.readers[0]
-
-    def push_raw(self, data, index=0):
-        """Send already-encoded frame bytes on channel ``index``, bypassing the writer."""
-        self._push_raw(index, data)
-
-    def next_frame(self, reader=None, timeout_s=WAIT_S):
-        """Poll until a frame arrives (waiting on the gate, never sleeping)."""
-        reader = reader or self.reader
-        deadline = time.monotonic() + timeout_s
-        while True:
-            frame = reader.poll()
-            if frame is not None:
-                return frame
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no frame on {reader.channel_id} within {timeout_s} s")
-            self.gate.wait([reader], min(left, 0.2))
-
-    def poll_until_raises(self, exc_type, reader=None, timeout_s=WAIT_S):
-        reader = reader or self.reader
-        deadline = time.monotonic() + timeout_s
-        with pytest.raises(exc_type) as info:
-            while time.monotonic() < deadline:
-                reader.poll()
-                self.gate.wait([reader], 0.2)
-        return info.value
-
-    def close(self):
-        self._cleanup()
+from tests.support.channels import (
+    WAIT_S,
+    Pair,
+    close_is_idempotent_on_both_ends,
+    closing_writer_after_end_of_partition_is_clean,
+    mixed_frames,
+    norm,
+)
 
 
 def _in_process(n, credits):
@@ -150,40 +100,17 @@ def make_pair(request):
         p.close()
 
 
-def _norm(frame):
-    if type(frame) is RecordBatch:
-        return ("batch", list(frame.records),
-                None if frame.key_groups is None else list(frame.key_groups))
-    return frame
-
-
-def _mixed_frames(n_batches):
-    frames = []
-    for i in range(n_batches):
-        if i % 4 == 0:
-            frames.append(RecordBatch([i, f"s{i}", (i, None), {"k": [i]}, b"\x00" * (i % 5)]))
-        elif i % 4 == 1:
-            frames.append(RecordBatch([("k", i), ("j", -i)], [i % 128, 32767]))
-        elif i % 4 == 2:
-            frames.append(Watermark(i * 1000))
-        else:
-            frames.append(CheckpointBarrier(i, 10_000 + i, is_savepoint=(i % 8 == 3)))
-    frames += [RecordBatch([]), RecordBatch(list(range(5000))), Watermark(MIN_WATERMARK),
-               Watermark(MAX_WATERMARK), CancelCheckpointMarker(7), EndOfPartition()]
-    return frames
-
-
 # ---------------------------------------------------------------------------------------
 # codec
 # ---------------------------------------------------------------------------------------
 
 def test_codec_round_trip_and_header():
-    for seq, frame in enumerate(_mixed_frames(8)):
+    for seq, frame in enumerate(mixed_frames(8)):
         data = encode_frame(frame, seq + 100)
         length, kind, got_seq = HEADER.unpack_from(data, 0)
         assert got_seq == seq + 100
         assert length == len(data) - HEADER.size
-        assert _norm(decode_frame(kind, data[HEADER.size:])) == _norm(frame)
+        assert norm(decode_frame(kind, data[HEADER.size:])) == norm(frame)
 
 
 def test_codec_rejects_non_frames():
@@ -195,9 +122,9 @@ def test_codec_rejects_non_frames():
 # the contract, per transport
 # ---------------------------------------------------------------------------------------
 
-def test_fifo_round_trip_of_mixed_frames(make_pair):
+def test_fifo_round_trip_ofmixed_frames(make_pair):
     pair = make_pair(credits=3)
-    frames = _mixed_frames(120)
+    frames = mixed_frames(120)
     errors = []
 
     def produce():
@@ -218,7 +145,7 @@ def test_fifo_round_trip_of_mixed_frames(make_pair):
             break
     t.join(WAIT_S)
     assert not errors, errors
-    assert [_norm(f) for f in got] == [_norm(f) for f in frames]
+    assert [norm(f) for f in got] == [norm(f) for f in frames]
     st = pair.writer.stats
     assert st.frames == len(frames)
     assert st.records == sum(len(f) for f in frames if type(f) is RecordBatch)
@@ -308,26 +235,11 @@ def test_closing_writer_before_end_of_partition_raises_on_reader(make_pair):
 
 
 def test_closing_writer_after_end_of_partition_is_clean(make_pair):
-    pair = make_pair()
-    pair.writer.write(RecordBatch([1]))
-    pair.writer.write(EndOfPartition())
-    pair.writer.close()
-    assert pair.next_frame().records == [1]
-    assert pair.next_frame() == EndOfPartition()
-    for _ in range(5):
-        assert pair.reader.poll() is None
-        pair.gate.wait([pair.reader], 0.05)
+    closing_writer_after_end_of_partition_is_clean(make_pair)
 
 
 def test_close_is_idempotent_on_both_ends(make_pair):
-    pair = make_pair()
-    pair.writer.write(EndOfPartition())
-    pair.writer.close()
-    pair.writer.close()
-    pair.reader.close()
-    pair.reader.close()
-    with pytest.raises(ChannelClosedError):
-        pair.writer.write(RecordBatch([1]))  # write after close
+    close_is_idempotent_on_both_ends(make_pair)
 
 
 def test_sequence_gap_raises(make_pair):

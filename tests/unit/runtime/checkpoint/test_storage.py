@@ -5,7 +5,7 @@ import os
 import cloudpickle
 import pytest
 
-from flowray.runtime.checkpoint.coordinator import CompletedCheckpoint
+from flowray.runtime.checkpoint.completed import CompletedCheckpoint
 from flowray.runtime.checkpoint.storage import (
     DEFAULT_CHECKPOINTS_DIR,
     METADATA_FILE,

@@ -7,7 +7,6 @@ import threading
 
 import pytest
 
-from flowray.datastream.functions import AggregateFunction, ReduceFunction
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
@@ -22,6 +21,8 @@ from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.rocksdb.layout import decode_key, encode_key
 from flowray.state.snapshot import KeyedStateHandle
+from tests.support.functions import Average, Max
+from tests.support.storage import DictStorage
 
 MAXP = 128
 FULL = KeyGroupRange(0, MAXP - 1)
@@ -62,36 +63,6 @@ def make(request, tmp_path):
 @pytest.fixture
 def backend(make):
     return make()
-
-
-class Average(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return (acc[0] + value, acc[1] + 1)
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-
-class Max(ReduceFunction):
-    def reduce(self, a, b):
-        return max(a, b)
-
-
-class Storage:
-    """A dict-backed checkpoint storage: ``write_file`` and ``read``."""
-
-    def __init__(self):
-        self.files = {}
-
-    def write_file(self, path, data):
-        self.files[path] = bytes(data)
-        return len(data)
-
-    def read(self, path):
-        return self.files[path]
 
 
 def take(backend, storage, cid=1, name="keyed"):
@@ -150,7 +121,7 @@ def test_value_state_holds_any_picklable_object(backend):
     obj = {"nested": [1, (2, 3)], "s": {4}}
     v.update(obj)
     assert v.value() == obj
-    v.update(Average())  # an instance of a class defined in a test module
+    v.update(Average())  # an instance of a class defined in the tests' own code
     assert isinstance(v.value(), Average)
 
 
@@ -418,7 +389,7 @@ def test_snapshot_restore_round_trip(make):
     b = make()
     keys = keys_in(FULL, 200) + [k for k in KEYS if k is not None]
     expected = fill(b, keys)
-    storage = Storage()
+    storage = DictStorage()
     handle = take(b, storage)
     assert isinstance(handle, KeyedStateHandle)
     assert handle.key_group_range == FULL and handle.size == len(storage.files[handle.path])
@@ -439,7 +410,7 @@ def test_snapshot_restore_round_trip(make):
 
 def test_empty_backend_snapshot_is_none(make):
     b = make()
-    storage = Storage()
+    storage = DictStorage()
     assert take(b, storage) is None
     b.get_partitioned_state(ValueStateDescriptor("v"))  # registered but empty
     assert take(b, storage, cid=2) is None
@@ -469,7 +440,7 @@ def test_snapshot_is_isolated_from_later_changes(make):
     b.set_current_key("brand-new")
     v.update(1)
     b.get_partitioned_state(ValueStateDescriptor("late"))
-    storage = Storage()
+    storage = DictStorage()
     result = {}
     # the asynchronous part runs in another thread, as in a task
     t = threading.Thread(target=lambda: result.update(h=writer.write(storage.write_file, "x")))
@@ -485,7 +456,7 @@ def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
     b = make()
     keys = keys_in(FULL, 300)
     expected = fill(b, keys)
-    storage = Storage()
+    storage = DictStorage()
     handle = take(b, storage)
     halves = [KeyGroupRange(0, 63), KeyGroupRange(64, 127)]
     seen = {}
@@ -502,7 +473,7 @@ def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
 
 def test_restore_merges_several_handles(make):
     """Scale in: two subtasks' snapshots restored into one backend."""
-    storage = Storage()
+    storage = DictStorage()
     handles, expected = [], {}
     for i, kgr in enumerate([KeyGroupRange(0, 63), KeyGroupRange(64, 127)]):
         b = make(kgr)
@@ -516,7 +487,7 @@ def test_restore_merges_several_handles(make):
 
 
 def test_restore_rejects_foreign_files(make):
-    storage = Storage()
+    storage = DictStorage()
     storage.files["bad"] = b"not a pickle"
     with pytest.raises(ValueError, match="bad"):
         make().restore([KeyedStateHandle("bad", FULL, 12)], storage.read)
@@ -528,7 +499,7 @@ def test_cross_backend_restore(make, target):
     b = make()
     keys = keys_in(FULL, 100) + [k for k in KEYS if k is not None]
     expected = fill(b, keys)
-    storage = Storage()
+    storage = DictStorage()
     handle = take(b, storage)
     r = make(kind=target)
     r.restore([handle], storage.read)
@@ -546,7 +517,7 @@ def test_restore_keeps_kind_checks(make):
     b = make()
     b.set_current_key("a")
     b.get_partitioned_state(ListStateDescriptor("l")).add(1)
-    storage = Storage()
+    storage = DictStorage()
     handle = take(b, storage)
     r = make()
     r.restore([handle], storage.read)
@@ -577,7 +548,7 @@ def test_rocksdb_snapshot_directory_is_removed_after_write(tmp_path):
     b.get_partitioned_state(ValueStateDescriptor("v")).update(1)
     writer = b.snapshot(1)
     assert os.path.isdir(writer.checkpoint_path)
-    writer.write(Storage().write_file, "p")
+    writer.write(DictStorage().write_file, "p")
     assert not os.path.exists(writer.checkpoint_path)
     b.dispose()
 

@@ -6,13 +6,10 @@ import random
 
 import pytest
 
-from flowray.runtime.checkpoint.coordinator import (
-    CheckpointCoordinator,
-    CheckpointFailureReason,
-    CheckpointSettings,
-)
+from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator
+from flowray.runtime.checkpoint.failure import CheckpointFailureReason
+from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
-from flowray.runtime.checkpoint.gateway import CheckpointGateway
 from flowray.common.clock import ManualClock
 from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.runtime.checkpoint.shared_files import shared_files
@@ -21,6 +18,7 @@ from flowray.state.key_groups import KeyGroupRange
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import (IncrementalKeyedStateHandle, OperatorSubtaskState,
                                     TaskStateSnapshot)
+from tests.support.gateways import RecordingGateway
 
 JOB = "job"
 SRC, SUM = SubtaskId("src", 0), SubtaskId("sum", 0)
@@ -29,31 +27,11 @@ MAXP = 128
 FULL = KeyGroupRange(0, MAXP - 1)
 
 
-class Gateway(CheckpointGateway):
-    """Delivers completions to the backend, as the task does."""
-
-    def __init__(self):
-        self.backend = None
-        self.aborted = []
-
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
-        pass
-
-    def notify_complete(self, subtask, checkpoint_id):
-        if subtask == SUM and self.backend is not None:
-            self.backend.notify_checkpoint_complete(checkpoint_id)
-
-    def notify_aborted(self, subtask, checkpoint_id, reason):
-        self.aborted.append((subtask.key, checkpoint_id, reason))
-        if subtask == SUM and self.backend is not None:
-            self.backend.notify_checkpoint_aborted(checkpoint_id)
-
-
 class Job:
     def __init__(self, tmp_path, retained=2, files=None, name="b"):
         self.tmp_path = tmp_path
         self.storage = MemoryCheckpointStorage(JOB, files)
-        self.gateway = Gateway()
+        self.gateway = RecordingGateway()
         self.failures = []
         self.coord = CheckpointCoordinator(
             JOB, CheckpointSettings(interval_ms=1000, num_retained=retained,
@@ -61,7 +39,7 @@ class Job:
             TOPOLOGY, self.storage, self.gateway, ManualClock(0), self.failures.append)
         self.backend = RocksDBKeyedStateBackend(FULL, MAXP, str(tmp_path / name),
                                                 incremental=True)
-        self.gateway.backend = self.backend
+        self.gateway.backends[SUM] = self.backend
         self.state = self.backend.get_partitioned_state(ValueStateDescriptor("v"))
         self.expected = {}
 
@@ -282,7 +260,7 @@ def test_a_restarted_job_master_rebuilds_the_registry_and_drops_leftovers(job, t
     # tasks restore in place from the latest and keep referencing its files
     again.backend.dispose()
     again.backend, _ = restore_latest(again, tmp_path, "b3")
-    again.gateway.backend = again.backend
+    again.gateway.backends[SUM] = again.backend
     again.state = again.backend.get_partitioned_state(ValueStateDescriptor("v"))
     assert read_all(again.backend) == {i: (2 * i if i % 7 == 0 else i) for i in range(400)}
     again.start()

@@ -1,0 +1,72 @@
+"""Local file helpers every layer shares: a file-name-safe rendering of any text, fsync of a
+folder, and an atomic write (temporary file, fsync, rename, fsync of the folder), so a
+reader sees either the old file or the whole new one, also after a crash.
+
+>>> import os, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> atomic_write(os.path.join(folder, "a"), b"one")
+>>> open(os.path.join(folder, "a"), "rb").read(), sorted(os.listdir(folder))
+(b'one', ['a'])
+>>> safe_file_name("e3/0->1"), safe_file_name("A.b%"), safe_file_name("..")
+('e3%2F0-%3E1', '%41%2Eb%25', '%2E%2E')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+__all__ = ["safe_file_name", "fsync_dir", "atomic_write"]
+
+_MAX_NAME = 200  # file names stay well under the usual 255-byte limit
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def safe_file_name(text: str, allow_empty: bool = False) -> str:
+    """A file name for ``text``: ``[a-z0-9_-]`` kept, every other byte of its UTF-8
+    (capitals, dots, slashes, ``%``) as ``%XX``. Injective, also on case-insensitive file
+    systems; names longer than 200 characters are cut and end in ``~`` + a SHA-256 prefix.
+    ``allow_empty``: ``""`` becomes ``"%"`` (no other text does) instead of an error."""
+    if allow_empty and text == "":
+        return "%"
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"a file name needs a non-empty string, got {text!r}")
+    out = []
+    for ch in text:
+        if ch in _PLAIN:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    name = "".join(out)
+    if len(name) > _MAX_NAME:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+        name = f"{name[:120]}~{digest}"
+    return name
+
+
+def fsync_dir(path: str) -> None:
+    """Make a folder's entries (a rename, a new file) durable; a no-op where the file
+    system cannot fsync a folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a directory
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` through ``path + ".tmp"`` and a rename."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(os.path.dirname(path) or ".")

@@ -1,0 +1,29 @@
+"""How the job master reaches its tasks (:class:`TaskDeployer`): the Ray actor shell and the
+local executor implement it; the scheduler only calls it. Every call returns at once;
+outcomes come back to the scheduler as events."""
+
+from __future__ import annotations
+
+import abc
+from typing import Iterable, List
+
+from flowray.runtime.checkpoint.gateway import CheckpointGateway
+from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
+
+__all__ = ["TaskDeployer"]
+
+
+class TaskDeployer(CheckpointGateway):
+    """Deploy, cancel and kill tasks, and (as a :class:`CheckpointGateway`) trigger and
+    notify their checkpoints."""
+
+    @abc.abstractmethod
+    def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None: ...
+
+    @abc.abstractmethod
+    def cancel_tasks(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Ask tasks to stop; each answers with a CANCELED (or FAILED) result."""
+
+    @abc.abstractmethod
+    def kill(self, subtasks: Iterable[SubtaskId]) -> None:
+        """Stop tasks that did not answer a cancel in time; no result will come."""
