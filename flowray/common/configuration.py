@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
 __all__ = [
     "ConfigurationError",
     "parse_duration_ms",
+    "duration_setting",
     "parse_memory_bytes",
     "ConfigOption",
     "all_options",
@@ -110,6 +111,15 @@ _MEMORY_UNITS = {
     "t": 1 << 40,
     "tb": 1 << 40,
 }
+
+
+def duration_setting(value: Any, what: str) -> str:
+    """``value`` (ms as a number, or a duration such as ``"10 s"``) as the canonical
+    ``"<n> ms"`` string a setter stores; a bad value is a ``ValueError`` naming ``what``."""
+    try:
+        return f"{parse_duration_ms(value)} ms"
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 def parse_memory_bytes(value: Any) -> int:

@@ -11,16 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from flowray.common.configuration import Configuration, parse_duration_ms
+from flowray.common.configuration import Configuration, duration_setting
 
 __all__ = ["RestartStrategyConfiguration", "RestartStrategies"]
-
-
-def _ms(value: Any, what: str) -> str:
-    try:
-        return f"{parse_duration_ms(value)} ms"
-    except ValueError as e:
-        raise ValueError(f"{what}: {e}") from None
 
 
 class RestartStrategyConfiguration:
@@ -52,7 +45,7 @@ class RestartStrategies:
             {
                 "restart-strategy.type": "fixed-delay",
                 "restart-strategy.fixed-delay.attempts": restart_attempts,
-                "restart-strategy.fixed-delay.delay": _ms(delay_between_attempts, "delay"),
+                "restart-strategy.fixed-delay.delay": duration_setting(delay_between_attempts, "delay"),
             }
         )
 
@@ -64,10 +57,10 @@ class RestartStrategies:
             {
                 "restart-strategy.type": "failure-rate",
                 "restart-strategy.failure-rate.max-failures-per-interval": failure_rate,
-                "restart-strategy.failure-rate.failure-rate-interval": _ms(
+                "restart-strategy.failure-rate.failure-rate-interval": duration_setting(
                     failure_interval, "failure interval"
                 ),
-                "restart-strategy.failure-rate.delay": _ms(delay_interval, "delay"),
+                "restart-strategy.failure-rate.delay": duration_setting(delay_interval, "delay"),
             }
         )
 
@@ -83,10 +76,10 @@ class RestartStrategies:
         return RestartStrategyConfiguration(
             {
                 "restart-strategy.type": "exponential-delay",
-                prefix + "initial-backoff": _ms(initial_backoff, "initial backoff"),
-                prefix + "max-backoff": _ms(max_backoff, "max backoff"),
+                prefix + "initial-backoff": duration_setting(initial_backoff, "initial backoff"),
+                prefix + "max-backoff": duration_setting(max_backoff, "max backoff"),
                 prefix + "backoff-multiplier": backoff_multiplier,
-                prefix + "reset-backoff-threshold": _ms(reset_backoff_threshold, "threshold"),
+                prefix + "reset-backoff-threshold": duration_setting(reset_backoff_threshold, "threshold"),
                 prefix + "jitter-factor": jitter_factor,
             }
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from flowray.common.configuration import Configuration
+from flowray.common.configuration import Configuration, duration_setting
 from flowray.common.options import (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MAX_CONCURRENT,
@@ -28,7 +28,6 @@ from flowray.common.options import (
     CHECKPOINTS_DIR,
     CHECKPOINTS_NUM_RETAINED,
 )
-from flowray.common.restart_strategy import _ms
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 
 __all__ = ["CheckpointConfig"]
@@ -49,7 +48,7 @@ class CheckpointConfig:
 
     def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
         self._conf.set_string(
-            CHECKPOINTING_INTERVAL.key, _ms(checkpoint_interval, "checkpoint interval")
+            CHECKPOINTING_INTERVAL.key, duration_setting(checkpoint_interval, "checkpoint interval")
         )
         return self
 
@@ -67,7 +66,7 @@ class CheckpointConfig:
 
     def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
         self._conf.set_string(
-            CHECKPOINTING_TIMEOUT.key, _ms(checkpoint_timeout, "checkpoint timeout")
+            CHECKPOINTING_TIMEOUT.key, duration_setting(checkpoint_timeout, "checkpoint timeout")
         )
         return self
 
@@ -75,7 +74,7 @@ class CheckpointConfig:
         return self._conf.get(CHECKPOINTING_MIN_PAUSE)
 
     def set_min_pause_between_checkpoints(self, min_pause: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_MIN_PAUSE.key, _ms(min_pause, "min pause"))
+        self._conf.set_string(CHECKPOINTING_MIN_PAUSE.key, duration_setting(min_pause, "min pause"))
         return self
 
     def get_max_concurrent_checkpoints(self) -> int:

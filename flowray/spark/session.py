@@ -2,7 +2,7 @@
 RayDP work on Java 17, reusing a session that is already running, and stopping it so that
 no Java process is left behind.
 
-What each setting is for is in ``../shared/notes/raydp-java17.md`` and docs/spark.md. The
+What each setting is for is in ``docs/spark-on-java17.md`` and docs/spark.md. The
 pure part (:func:`spark_settings`, :func:`spark_configs`, :func:`parse_java_version`) is
 tested without Spark; :class:`SparkSessionManager` starts and stops the real thing.
 

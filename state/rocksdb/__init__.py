@@ -1,6 +1,6 @@
 """The RocksDB keyed-state backend (rocksdict): state on local disk, not on the Python heap.
 
-Layout (DESIGN.md section 6): one column family per state name (``"state/<name>"``); a
+Layout (docs/design.md, "Key groups and state"): one column family per state name (``"state/<name>"``); a
 RocksDB key is the key group as 2 big-endian bytes followed by the key's stable byte
 encoding (:func:`encode_key`), so the keys of one key group -- and of any key-group range --
 are a contiguous key range (iteration by key group and rescaling are range scans). Values
@@ -22,7 +22,7 @@ opens it read-only, writes the portable keyed-state format that the heap backend
 format, so state moves freely between the heap and the RocksDB backend.
 
 With ``incremental=True`` checkpoints are incremental (Flink's incremental RocksDB
-checkpoints, DESIGN.md section 6): the synchronous part flushes and creates the RocksDB
+checkpoints, docs/design.md): the synchronous part flushes and creates the RocksDB
 checkpoint ``working_dir/snapshots/chk-<id>`` (hard links); the asynchronous part
 (:class:`RocksDBIncrementalSnapshotWriter`) uploads each ``.sst`` file that the last
 *confirmed* checkpoint did not upload to a unique path ``<job root>/shared/<vertex>-<i>-<sst>-
