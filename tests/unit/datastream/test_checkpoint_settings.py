@@ -3,7 +3,7 @@ snapshots: heap keyed state, source positions."""
 
 import pytest
 
-from flowray import Configuration, StreamExecutionEnvironment
+from flowray import Configuration
 from flowray.common import RestartStrategies
 from flowray.datastream import CheckpointingMode
 from flowray.operators.base import (CollectingOutput, OperatorContext, ProcessingTimeService,
@@ -16,15 +16,11 @@ from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, V
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.operator_state import OperatorStateStore
-
-
-def _env(**conf):
-    return StreamExecutionEnvironment.get_execution_environment(
-        Configuration({"execution.target": "local", **conf}))
+from tests.support.environments import local_env
 
 
 def test_enable_checkpointing_writes_flink_keys():
-    env = _env()
+    env = local_env()
     assert not env.get_checkpoint_config().is_checkpointing_enabled()
     env.enable_checkpointing(250, CheckpointingMode.AT_LEAST_ONCE)
     cc = env.get_checkpoint_config()
@@ -42,9 +38,9 @@ def test_enable_checkpointing_writes_flink_keys():
 
 
 def test_the_same_settings_through_configuration():
-    env = _env(**{"execution.checkpointing.interval": "2 s",
-                  "execution.checkpointing.mode": "at-least-once",
-                  "execution.checkpointing.timeout": "1 min"})
+    env = local_env(**{"execution.checkpointing.interval": "2 s",
+                       "execution.checkpointing.mode": "at-least-once",
+                       "execution.checkpointing.timeout": "1 min"})
     cc = env.get_checkpoint_config()
     assert cc.get_checkpoint_interval() == 2_000
     assert cc.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
@@ -71,7 +67,7 @@ def test_bad_settings_name_the_key_and_value(key, value, words):
 
 
 def test_restart_strategies_factory_sets_keys_and_replaces_the_previous_one():
-    env = _env(**{"restart-strategy.failure-rate.delay": "5 s"})
+    env = local_env(**{"restart-strategy.failure-rate.delay": "5 s"})
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 10_000))
     conf = env.get_configuration().to_dict()
     assert conf["restart-strategy.type"] == "fixed-delay"

@@ -12,6 +12,7 @@ from flowray.datastream.connectors._file_source_facade import (
     StreamFormat,
 )
 from flowray.operators.sources import Boundedness, SourceReaderContext
+from tests.support.environments import local_env
 
 
 def build(*paths, charset=None):
@@ -221,11 +222,9 @@ def test_source_is_picklable_with_cloudpickle(files):
 
 
 def test_local_job_reads_files(files):
-    from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+    from flowray import WatermarkStrategy
 
-    config = Configuration().set_string("execution.target", "local")
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(2)
+    env = local_env(2)
     source = FileSource.for_record_stream_format(
         StreamFormat.text_line_format(), str(files)).build()
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "file-source")

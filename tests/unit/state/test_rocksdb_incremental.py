@@ -9,6 +9,7 @@ from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, V
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
+from tests.support.keyed_state import read_values
 from tests.support.storage import DictStorage
 
 MAXP = 128
@@ -40,15 +41,6 @@ def fill(backend, items, name="v"):
     for k, v in items.items():
         backend.set_current_key(k)
         st.update(v)
-
-
-def read_all(backend, name="v"):
-    st = backend.get_partitioned_state(ValueStateDescriptor(name))
-    out = {}
-    for k in backend.get_keys(name):
-        backend.set_current_key(k)
-        out[k] = st.value()
-    return out
 
 
 def checkpoint(backend, storage, cid, confirm=True):
@@ -120,7 +112,7 @@ def test_restore_in_place_gives_checkpoint_state_and_references_restored_files(m
 
     r = make()
     r.restore([h1], storage.read)
-    assert read_all(r) == data
+    assert read_values(r) == data
     assert r.state_names() == ["v"]
     assert r.confirmed_sst_files() == h1.shared
     # the next checkpoint only references the restored SSTs (plus the new one)
@@ -132,11 +124,11 @@ def test_restore_in_place_gives_checkpoint_state_and_references_restored_files(m
 
     r2 = make()
     r2.restore([h2], storage.read)
-    assert read_all(r2) == {**data, "later": 1, "k5": 55}
+    assert read_values(r2) == {**data, "later": 1, "k5": 55}
     assert sorted(r2.state_names()) == ["other", "v"]
     r3 = make()
     r3.restore([h3], storage.read)
-    assert read_all(r3) == {**data, "after-restore": 7}
+    assert read_values(r3) == {**data, "after-restore": 7}
 
 
 def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
@@ -155,7 +147,7 @@ def test_restore_into_narrower_range_keeps_only_its_key_groups(make):
     for rng in halves:
         r = make(rng)
         r.restore([h], storage.read)
-        got = read_all(r)
+        got = read_values(r)
         expect = {k: v for k, v in data.items() if assign_to_key_group(k, MAXP) in rng}
         assert got == expect and expect
         lst_r = r.get_partitioned_state(ListStateDescriptor("l"))
@@ -179,12 +171,12 @@ def test_scale_in_merges_two_incremental_handles(make):
         handles.append(b.snapshot(1).write(storage.write_file, keyed_path(1, i)))
     r = make()
     r.restore(handles, storage.read)
-    assert read_all(r) == data
+    assert read_values(r) == data
     # a later incremental checkpoint of the merged backend restores too
     h, _ = checkpoint(r, storage, 2)
     r2 = make()
     r2.restore([h], storage.read)
-    assert read_all(r2) == data
+    assert read_values(r2) == data
 
 
 def test_empty_backend_writes_nothing(make):
@@ -204,11 +196,11 @@ def test_full_snapshots_still_restore(make):
     for incremental in (False, True):
         r = make(incremental=incremental)
         r.restore([h], storage.read)
-        assert read_all(r) == data
+        assert read_values(r) == data
     # an incremental handle restores into a non-incremental backend as well
     bi = make()
     fill(bi, data)
     hi, _ = checkpoint(bi, storage, 2)
     r = make(incremental=False)
     r.restore([hi], storage.read)
-    assert read_all(r) == data
+    assert read_values(r) == data

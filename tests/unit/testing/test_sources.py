@@ -21,6 +21,7 @@ from flowray.testing import (
     TestingFailure,
     TestingSource,
 )
+from tests.support.environments import local_env
 
 
 @pytest.fixture
@@ -355,11 +356,9 @@ def test_kill_really_exits_a_process_once(make_source):
 
 
 def test_local_job_over_a_testing_source(make_source):
-    from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+    from flowray import WatermarkStrategy
 
-    config = Configuration().set_string("execution.target", "local")
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(3)
+    env = local_env(3)
     source = make_source(list(range(20)) + [PAUSE(0)] + list(range(20, 30)))
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "testing-source")
     assert sorted(stream.map(lambda x: x * 2).execute_and_collect()) == \
@@ -368,12 +367,9 @@ def test_local_job_over_a_testing_source(make_source):
 
 @pytest.mark.parametrize("marker, error", [(FAIL(), "TestingFailure"), (KILL(), "SimulatedCrash")])
 def test_local_job_fails_at_a_marker_without_restarts(make_source, marker, error):
-    from flowray import (Configuration, JobExecutionError, StreamExecutionEnvironment,
-                         WatermarkStrategy)
+    from flowray import JobExecutionError, WatermarkStrategy
 
-    config = Configuration().set_string("execution.target", "local")
-    config.set_string("restart-strategy.type", "none")
-    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env = local_env(**{"restart-strategy.type": "none"})
     source = make_source([1, 2, marker, 3])
     env.from_source(source, WatermarkStrategy.no_watermarks()).print()
     with pytest.raises(JobExecutionError, match=error):

@@ -19,6 +19,7 @@ from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.snapshot import (IncrementalKeyedStateHandle, OperatorSubtaskState,
                                     TaskStateSnapshot)
 from tests.support.gateways import RecordingGateway
+from tests.support.keyed_state import read_values
 
 JOB = "job"
 SRC, SUM = SubtaskId("src", 0), SubtaskId("sum", 0)
@@ -101,15 +102,6 @@ def restore_latest(job, tmp_path, name):
     return backend, handle
 
 
-def read_all(backend):
-    st = backend.get_partitioned_state(ValueStateDescriptor("v"))
-    out = {}
-    for k in backend.get_keys("v"):
-        backend.set_current_key(k)
-        out[k] = st.value()
-    return out
-
-
 @pytest.fixture
 def job(tmp_path):
     j = Job(tmp_path)
@@ -140,7 +132,7 @@ def test_counts_and_deletions_over_many_checkpoints_with_retention_2(job, tmp_pa
     assert uploads[0] >= 1 and max(uploads[1:]) <= 2
     backend, _ = restore_latest(job, tmp_path, "restored")
     try:
-        assert read_all(backend) == job.expected
+        assert read_values(backend) == job.expected
     finally:
         backend.dispose()
 
@@ -262,7 +254,7 @@ def test_a_restarted_job_master_rebuilds_the_registry_and_drops_leftovers(job, t
     again.backend, _ = restore_latest(again, tmp_path, "b3")
     again.gateway.backends[SUM] = again.backend
     again.state = again.backend.get_partitioned_state(ValueStateDescriptor("v"))
-    assert read_all(again.backend) == {i: (2 * i if i % 7 == 0 else i) for i in range(400)}
+    assert read_values(again.backend) == {i: (2 * i if i % 7 == 0 else i) for i in range(400)}
     again.start()
     before = again.shared_on_storage()
     again.checkpoint()

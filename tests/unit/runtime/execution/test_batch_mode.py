@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
+from flowray import NumberSequenceSource
 from flowray.operators.sources import Boundedness
 from flowray.datastream.execution_mode import RuntimeExecutionMode
+from tests.support.environments import local_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,10 +22,8 @@ class _Unbounded(NumberSequenceSource):
 
 
 def _env(tmp_path, mode=None, parallelism=3):
-    config = Configuration().set_string("execution.target", "local") \
-        .set_string("flowray.blocking-partitions.dir", str(tmp_path / "partitions"))
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(parallelism)
+    env = local_env(parallelism,
+                    **{"flowray.blocking-partitions.dir": str(tmp_path / "partitions")})
     if mode is not None:
         env.set_runtime_mode(mode)
     return env

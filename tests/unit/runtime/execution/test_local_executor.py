@@ -7,34 +7,24 @@ import pytest
 from flowray import (
     CoFlatMapFunction,
     CoMapFunction,
-    Configuration,
     JobExecutionError,
     KeyedProcessFunction,
     ListStateDescriptor,
     MapFunction,
     NumberSequenceSource,
     ReduceFunction,
-    StreamExecutionEnvironment,
     TimeDomain,
     ValueStateDescriptor,
 )
 from flowray.operators.keyed import field_aggregator
 from flowray.runtime.execution.client import JobExecutionError as ClientJobExecutionError
 from flowray.runtime.messages import JobStatus
+from tests.support.environments import local_env
 
 pytestmark = pytest.mark.timeout(60)
 
 LINES = ["the quick brown fox", "jumps over the lazy dog", "the dog barks", "fox and dog",
          "a b c a b a"]
-
-
-def make_env(parallelism=1, **settings):
-    config = Configuration().set_string("execution.target", "local")
-    for key, value in settings.items():
-        config.set_string(key, value)
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(parallelism)
-    return env
 
 
 def _last_per_key(pairs):
@@ -50,7 +40,7 @@ def test_job_execution_error_is_the_client_class():
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
 def test_word_count(parallelism):
-    env = make_env(parallelism)
+    env = local_env(parallelism)
     out = list(env.from_collection(LINES)
                .flat_map(lambda line: line.split())
                .map(lambda w: (w, 1))
@@ -69,7 +59,7 @@ def test_word_count(parallelism):
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
 def test_keyed_running_sum_preserves_per_key_order(parallelism):
     n, keys = 3000, 7
-    env = make_env(parallelism, **{"flowray.channel.batch-size": "64"})
+    env = local_env(parallelism, **{"flowray.channel.batch-size": "64"})
     out = list(env.from_source(NumberSequenceSource(1, n))
                .map(lambda x: (x % keys, x))
                .key_by(lambda t: t[0])
@@ -91,18 +81,18 @@ def test_keyed_sum_min_max_with_reduce_function_object():
         def reduce(self, a, b):
             return (a[0], a[1] + b[1])
 
-    env = make_env(2)
+    env = local_env(2)
     data = [("a", "x"), ("b", "y"), ("a", "z")]
     out = list(env.from_collection(data).key_by(lambda t: t[0]).reduce(Concat())
                .execute_and_collect("concat"))
     assert _last_per_key(out) == {"a": "xz", "b": "y"}
 
-    env = make_env(2)
+    env = local_env(2)
     nums = [("k", 5, "first"), ("k", 2, "second"), ("k", 9, "third"), ("j", 1, "only")]
     ds = env.from_collection(nums).key_by(lambda t: t[0])
     mins = list(ds.min(1).execute_and_collect("min"))
     assert _last_per_key((t[0], t[1:]) for t in mins) == {"k": (2, "first"), "j": (1, "only")}
-    env = make_env(2)
+    env = local_env(2)
     max_by = list(env.from_collection(nums).key_by(lambda t: t[0]).max_by(1)
                   .execute_and_collect("max_by"))
     assert _last_per_key((t[0], t) for t in max_by) == {"k": ("k", 9, "third"),
@@ -110,7 +100,7 @@ def test_keyed_sum_min_max_with_reduce_function_object():
 
 
 def test_union_and_connect():
-    env = make_env(2)
+    env = local_env(2)
     a = env.from_collection([1, 2, 3])
     b = env.from_collection([10, 20])
     c = env.from_source(NumberSequenceSource(100, 104))
@@ -124,7 +114,7 @@ def test_union_and_connect():
         def map2(self, value):
             return ("right", value)
 
-    env = make_env(2)
+    env = local_env(2)
     out = env.from_collection([1, 2]).connect(env.from_collection(["x"])).map(Tag())
     assert sorted(out.execute_and_collect("connect")) == \
         [("left", 1), ("left", 2), ("right", "x")]
@@ -139,7 +129,7 @@ def test_connect_flat_map_with_generators():
         def flat_map2(self, value):
             return [value] * value
 
-    env = make_env(1)
+    env = local_env(1)
     out = env.from_collection(["ab", "c"]).connect(env.from_collection([2, 1])).flat_map(Split())
     assert sorted(map(str, out.execute_and_collect("coflat"))) == ["1", "2", "2", "a", "b", "c"]
 
@@ -158,7 +148,7 @@ def test_generator_flat_map_and_keyed_process_function_with_value_state():
         for w in line.split():
             yield w
 
-    env = make_env(2)
+    env = local_env(2)
     out = list(env.from_collection(LINES).flat_map(words)
                .key_by(lambda w: w).process(CountPerKey()).execute_and_collect("gen"))
     expected = collections.Counter(w for line in LINES for w in line.split())
@@ -175,7 +165,7 @@ def test_keyed_map_function_with_list_state():
             self.seen.add(value[1])
             return value[0], list(self.seen.get())
 
-    env = make_env(3)
+    env = local_env(3)
     data = [(k, i) for i in range(20) for k in ("a", "b", "c", "d")]
     out = list(env.from_collection(data).key_by(lambda t: t[0]).map(History())
                .execute_and_collect("history"))
@@ -201,7 +191,7 @@ def test_event_time_timer_fires_at_end_of_input():
             assert ctx.timestamp() == timestamp
             yield ("timer", ctx.get_current_key(), timestamp, self.count.value())
 
-    env = make_env(2)
+    env = local_env(2)
     data = [("a", 1000), ("b", 2000), ("a", 1500), ("c", 500)]
     out = list(env.from_collection(data).key_by(lambda t: t[0]).process(TimerPerKey())
                .execute_and_collect("timers"))
@@ -228,7 +218,7 @@ def test_user_exception_surfaces_with_operator_and_traceback():
             raise ZeroDivisionError(f"bad record {x}")
         return x
 
-    env = make_env(1)
+    env = local_env(1)
     env.from_collection([1, 2, 3, 4]).map(explode).add_sink(lambda v: None)
     with pytest.raises(JobExecutionError) as info:
         env.execute("failing job")
@@ -250,7 +240,7 @@ def test_user_exception_in_named_keyed_operator_at_parallelism_two():
                 raise RuntimeError("the answer is not allowed")
             yield value
 
-    env = make_env(2)
+    env = local_env(2)
     env.from_source(NumberSequenceSource(1, 100)).key_by(lambda x: x % 3) \
         .process(Fails()).name("Picky").add_sink(lambda v: None)
     with pytest.raises(JobExecutionError) as info:
@@ -261,7 +251,7 @@ def test_user_exception_in_named_keyed_operator_at_parallelism_two():
 
 
 def test_failing_job_with_collect_raises_from_the_iterator():
-    env = make_env(1)
+    env = local_env(1)
     it = env.from_collection([1, 0, 2]).map(lambda x: 10 // x).execute_and_collect("div")
     with pytest.raises(JobExecutionError) as info:
         list(it)
@@ -269,7 +259,7 @@ def test_failing_job_with_collect_raises_from_the_iterator():
 
 
 def test_key_selector_failure_names_key_by():
-    env = make_env(2)
+    env = local_env(2)
     env.from_collection([{"k": 1}, {"j": 2}]).key_by(lambda d: d["k"]).sum("k") \
         .add_sink(lambda v: None)
     with pytest.raises(JobExecutionError) as info:
@@ -286,7 +276,7 @@ def test_open_failure_is_reported():
         def map(self, value):
             return value
 
-    env = make_env(1)
+    env = local_env(1)
     env.from_collection([1]).map(BadOpen()).name("Opener").add_sink(lambda v: None)
     with pytest.raises(JobExecutionError) as info:
         env.execute("bad open")
@@ -295,7 +285,7 @@ def test_open_failure_is_reported():
 
 
 def test_execute_result_metrics_count_records():
-    env = make_env(2)
+    env = local_env(2)
     env.from_source(NumberSequenceSource(1, 1000)).map(lambda x: x) \
         .key_by(lambda x: x % 10).reduce(lambda a, b: a + b).add_sink(lambda v: None)
     result = env.execute("metrics")
@@ -307,7 +297,7 @@ def test_execute_result_metrics_count_records():
 
 
 def test_execute_clears_the_program():
-    env = make_env(1)
+    env = local_env(1)
     assert env.from_collection([1, 2]).execute_and_collect("first", limit=2) == [1, 2]
     assert env.from_collection([3]).execute_and_collect("second", limit=5) == [3]
 
@@ -321,8 +311,8 @@ def test_slow_sink_bounds_in_flight_batches():
         for i in range(20):
             total += i * value
 
-    env = make_env(1, **{"flowray.channel.credits": str(credits),
-                         "flowray.channel.batch-size": "10"})
+    env = local_env(1, **{"flowray.channel.credits": str(credits),
+                          "flowray.channel.batch-size": "10"})
     env.from_source(NumberSequenceSource(1, 20_000)).rebalance().map(lambda x: x) \
         .add_sink(slow_sink)
     result = env.execute("slow sink")
@@ -357,17 +347,16 @@ def test_field_aggregator_sum_negative_position():
 
 
 def test_keyed_sum_of_last_field():
-    env = make_env(1)
+    env = local_env(1)
     out = list(env.from_collection([("a", 1), ("a", 2), ("b", 5)]).key_by(lambda t: t[0])
                .sum(-1).execute_and_collect("sum-last"))
     assert sorted(out) == [("a", 1), ("a", 3), ("b", 5)]
 
 
 def test_row_records_sum_by_field_name():
-    from flowray import Configuration, Row, StreamExecutionEnvironment
+    from flowray import Row
 
-    env = StreamExecutionEnvironment.get_execution_environment(
-        Configuration().set_string("execution.target", "local"))
+    env = local_env()
     rows = [Row(user="a", n=1), Row(user="b", n=5), Row(user="a", n=2)]
     out = env.from_collection(rows).key_by(lambda r: r.user).sum("n").execute_and_collect(limit=3)
     assert out == [Row(user="a", n=1), Row(user="b", n=5), Row(user="a", n=3)]

@@ -6,41 +6,35 @@ import pytest
 
 from flowray import (
     CoMapFunction,
-    Configuration,
     FunctionSerializationError,
     GraphError,
     KeyedProcessFunction,
     MapFunction,
     NumberSequenceSource,
-    StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId, channel_id
 from flowray.runtime.graph.transformations import ChainingStrategy
 from flowray.runtime.graph.job_graph import build_job_graph
-from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.runtime.network.partitioners import (
     ForwardPartitioner,
     KeyGroupStreamPartitioner,
     RebalancePartitioner,
 )
+from tests.support.environments import local_env, stream_graph_of
 
 
 @pytest.fixture
 def env():
-    return StreamExecutionEnvironment.get_execution_environment(
-        Configuration().set_string("execution.target", "local"))
+    return local_env()
 
 
 def _job_graph(env):
-    sg = build_stream_graph(env._transformations, "test", env.get_parallelism(),
-                            env.get_max_parallelism())
-    return build_job_graph(sg)
+    return build_job_graph(stream_graph_of(env))
 
 
 def _stream_graph(env):
-    return build_stream_graph(env._transformations, "test", env.get_parallelism(),
-                              env.get_max_parallelism())
+    return stream_graph_of(env)
 
 
 def _vertex_ops(jg):

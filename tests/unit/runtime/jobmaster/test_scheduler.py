@@ -3,7 +3,6 @@ checkpoint storage and a deployer that records every call."""
 
 import pytest
 
-from flowray import Configuration, StreamExecutionEnvironment
 from flowray.runtime.checkpoint.failure import CheckpointFailureReason
 from flowray.runtime.checkpoint.plan import TaskStatus
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
@@ -11,36 +10,29 @@ from flowray.runtime.messages import JobStatus
 from flowray.common.clock import ManualClock
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.graph.job_graph import build_job_graph
-from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.runtime.jobmaster.restart_strategy import FixedDelayRestartStrategy
 from flowray.testing.jobmaster import RecordingDeployer
 from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
-from flowray.state.snapshot import (
-    SPLIT_DISTRIBUTE,
-    OperatorStateEntry,
-    OperatorSubtaskState,
-    TaskStateSnapshot,
+from flowray.state.snapshot import TaskStateSnapshot
+from tests.support.environments import local_env, stream_graph_of
+from tests.support.scheduler import (
+    DELAY_MS,
+    INTERVAL_MS,
+    JOB,
+    SchedulerHarness,
+    scheduler_config,
+    tagged_snapshot,
+    task_failure,
 )
-
-JOB = "job-1"
-INTERVAL_MS = 100
-DELAY_MS = 1000
-
-
-
 
 
 def _execution_graph():
-    env = StreamExecutionEnvironment.get_execution_environment(
-        Configuration().set_string("execution.target", "local"))
-    env.set_parallelism(2)
+    env = local_env(2)
     env.from_collection([("a", 1), ("b", 2)]).key_by(lambda t: t[0]).sum(1) \
         .add_sink(lambda v: None)
-    sg = build_stream_graph(env._transformations, "sched-test", env.get_parallelism(),
-                            env.get_max_parallelism())
-    return ExecutionGraph(build_job_graph(sg))
+    return ExecutionGraph(build_job_graph(stream_graph_of(env, "sched-test")))
 
 
 # a collection source (parallelism 1) --hash--> sum -> sink (parallelism 2); vertex ids
@@ -52,59 +44,20 @@ assert (SRC.index, SUM0.index, SUM1.index) == (0, 0, 1) and SUM0.vertex_id == SU
 SRC_NAME, SUM_NAME = f"{SRC.vertex_id}[0]", f"{SUM0.vertex_id}[1]"
 
 
-def _config(**overrides):
-    conf = {
-        "execution.checkpointing.interval": f"{INTERVAL_MS} ms",
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": f"{DELAY_MS} ms",
-    }
-    conf.update(overrides)
-    return {k: v for k, v in conf.items() if v is not None}
-
-
-class Harness:
+class Harness(SchedulerHarness):
     def __init__(self, config=None, restart_strategy=None, start=True):
-        self.clock = ManualClock(0)
-        self.deployer = RecordingDeployer()
-        self.eg = EG
-        self.storage = MemoryCheckpointStorage(JOB)
-        plan_bytes = {v: f"plan-{v}".encode() for v in self.eg.vertices}
-        self.sched = JobScheduler(JOB, "sched-test", self.eg, plan_bytes, self.deployer,
-                                  self.clock, _config() if config is None else config,
-                                  restart_strategy=restart_strategy, storage=self.storage)
-        if start:
-            self.sched.start()
+        super().__init__(EG, scheduler_config() if config is None else config,
+                         RecordingDeployer(), "sched-test", start=start,
+                         restart_strategy=restart_strategy)
 
     # -- events of the current attempt (or a given one) ------------------------------
     def result(self, subtask, state, failure=None, attempt=None, metrics=None):
         self.sched.on_task_result(self.sched.attempt if attempt is None else attempt,
                                   TaskResult(subtask, state, failure, metrics or {}))
 
-    def fail(self, subtask, message="boom", attempt=None):
-        failure = _failure(subtask, message)
-        self.result(subtask, TaskState.FAILED, failure, attempt=attempt)
-        return failure
-
     def report_cancelled(self, subtasks=None):
         for s in (self.sched.running() if subtasks is None else subtasks):
             self.result(s, TaskState.CANCELED)
-
-    def advance(self, ms):
-        self.clock.advance(ms)
-        self.sched.tick()
-
-    def trigger_checkpoint(self):
-        """Advance to the next periodic trigger and tick; the id triggered."""
-        before = len(self.deployer.triggers)
-        due = self.sched.coordinator.next_trigger_ms
-        assert due is not None
-        self.clock.set(int(due))
-        self.sched.tick()
-        new = self.deployer.triggers[before:]
-        assert new, "no checkpoint was triggered"
-        (cid,) = {t[1] for t in new}
-        return cid
 
     def ack_all(self, cid, snapshots=None, attempt=None):
         snapshots = snapshots or {s: TaskStateSnapshot() for s in ALL}
@@ -120,17 +73,6 @@ class Harness:
         self.report_cancelled()
         self.advance(DELAY_MS)
         return failure
-
-
-def _failure(subtask, message):
-    return TaskFailure(task=f"{subtask.vertex_id}[{subtask.index}]", operator="Map",
-                       cause_type="ValueError", message=message,
-                       traceback_text=f"Traceback...\nValueError: {message}", user_code=True)
-
-
-def _snapshot(tag):
-    entry = OperatorStateEntry(SPLIT_DISTRIBUTE, [tag.encode()])
-    return TaskStateSnapshot({f"op-{tag}": OperatorSubtaskState({"s": entry})})
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,7 +183,7 @@ def test_no_redeploy_while_a_cancelled_task_is_still_running():
 
 
 def test_further_failures_while_failing_over_do_not_count_as_restarts():
-    h = Harness(config=_config(**{"restart-strategy.fixed-delay.attempts": 1}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.fixed-delay.attempts": 1}))
     first = h.fail(SUM0, "first")
     h.fail(SUM1, "second")  # a task that fails while being cancelled
     h.result(SRC, TaskState.CANCELED)
@@ -262,7 +204,7 @@ def test_a_task_cancelled_outside_the_job_master_fails_over():
 
 
 def test_a_failure_without_a_cause_gets_one():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     h.result(SUM0, TaskState.FAILED)
     h.report_cancelled()
     assert h.sched.status is JobStatus.FAILED
@@ -299,7 +241,7 @@ def test_restart_restores_each_subtask_from_the_latest_completed_checkpoint():
     cid = h.trigger_checkpoint()
     assert cid == 1
     assert [(t[0], t[1]) for t in h.deployer.triggers] == [(SRC, 1)]  # only the source
-    snapshots = {s: _snapshot(s.key) for s in ALL}
+    snapshots = {s: tagged_snapshot(s.key) for s in ALL}
     h.ack_all(cid, snapshots)
     assert h.sched.coordinator.latest_completed().checkpoint_id == 1
     assert sorted(h.deployer.completes) == sorted((s, 1) for s in ALL)
@@ -317,14 +259,14 @@ def test_restart_restores_each_subtask_from_the_latest_completed_checkpoint():
 
 def test_restore_uses_the_newest_of_several_checkpoints():
     h = Harness()
-    h.ack_all(h.trigger_checkpoint(), {s: _snapshot("old") for s in ALL})
-    newest = {s: _snapshot(f"new-{s.key}") for s in ALL}
+    h.ack_all(h.trigger_checkpoint(), {s: tagged_snapshot("old") for s in ALL})
+    newest = {s: tagged_snapshot(f"new-{s.key}") for s in ALL}
     cid = h.trigger_checkpoint()
     assert cid == 2
     h.ack_all(cid, newest)
     # a third checkpoint in flight when the task fails is aborted, not restored
     pending = h.trigger_checkpoint()
-    h.sched.on_acknowledge(0, SRC, pending, _snapshot("partial"), {})
+    h.sched.on_acknowledge(0, SRC, pending, tagged_snapshot("partial"), {})
     h.fail_and_restart()
     assert pending not in h.sched.coordinator.pending_ids()
     assert h.sched.coordinator.latest_completed().checkpoint_id == 2
@@ -454,7 +396,7 @@ def test_fixed_delay_attempts_exhausted_fails_the_job_with_the_last_cause():
 
 
 def test_restart_strategy_none_fails_at_the_first_failure():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     failure = h.fail(SRC, "no luck")
     assert h.sched.status is JobStatus.FAILING
     h.report_cancelled()
@@ -469,7 +411,7 @@ def test_restart_strategy_none_fails_at_the_first_failure():
 def test_the_root_cause_wins_over_broken_connections_that_arrive_first():
     """Results of different tasks reach the job master in any order: a downstream task
     whose input connection broke may report before the task that raised."""
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     broken = TaskFailure(task="sum", operator=None, cause_type="ChannelClosedError",
                          message="peer closed", traceback_text="...", user_code=False)
     h.result(SUM0, TaskState.FAILED, broken)
@@ -480,7 +422,7 @@ def test_the_root_cause_wins_over_broken_connections_that_arrive_first():
 
 
 def test_a_failure_of_the_only_running_task_fails_at_once():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     h.result(SRC, TaskState.FINISHED)
     h.result(SUM0, TaskState.FINISHED)
     failure = h.fail(SUM1)
@@ -489,7 +431,7 @@ def test_a_failure_of_the_only_running_task_fails_at_once():
 
 
 def test_an_explicit_restart_strategy_overrides_the_config():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}),
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}),
                 restart_strategy=FixedDelayRestartStrategy(1, 20))
     h.fail(SUM0)
     assert h.sched.status is JobStatus.RESTARTING
@@ -528,7 +470,7 @@ def test_a_task_that_ignores_the_cancel_is_killed_after_the_grace_period():
 
 
 def test_kill_unblocks_a_failing_job():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     failure = h.fail(SUM0)
     h.advance(CANCEL_GRACE_MS + 1)
     assert h.deployer.kills == [[SRC, SUM1]]
@@ -589,7 +531,7 @@ def test_cancel_during_the_restart_backoff_stops_the_restart():
 
 
 def test_cancel_does_not_turn_a_failing_job_into_a_canceled_one():
-    h = Harness(config=_config(**{"restart-strategy.type": "none"}))
+    h = Harness(config=scheduler_config(**{"restart-strategy.type": "none"}))
     failure = h.fail(SUM0)
     assert h.sched.status is JobStatus.FAILING
     h.sched.cancel()
@@ -615,7 +557,7 @@ def _expiring_config(**overrides):
     conf = {"execution.checkpointing.timeout": "1 s",
             "execution.checkpointing.tolerable-failed-checkpoints": 0}
     conf.update(overrides)
-    return _config(**conf)
+    return scheduler_config(**conf)
 
 
 def test_an_expired_checkpoint_beyond_the_threshold_fails_over():
@@ -684,8 +626,9 @@ def test_a_completed_checkpoint_resets_the_failure_count():
 # ---------------------------------------------------------------------------------------
 
 def test_outcome_reports_restarts_checkpoints_and_checkpoint_stats():
-    h = Harness(config=_config(**{"execution.checkpointing.tolerable-failed-checkpoints": 5}))
-    h.ack_all(h.trigger_checkpoint(), {s: _snapshot(s.key) for s in ALL})
+    h = Harness(config=scheduler_config(
+        **{"execution.checkpointing.tolerable-failed-checkpoints": 5}))
+    h.ack_all(h.trigger_checkpoint(), {s: tagged_snapshot(s.key) for s in ALL})
     h.fail_and_restart()
     h.ack_all(h.trigger_checkpoint())
     aborted = h.trigger_checkpoint()
@@ -755,14 +698,14 @@ def _successor(h, first_attempt):
     plan_bytes = {v: f"plan-{v}".encode() for v in h.eg.vertices}
     deployer = RecordingDeployer()
     sched = JobScheduler(JOB, "sched-test", h.eg, plan_bytes, deployer, ManualClock(0),
-                         _config(), storage=storage)
+                         scheduler_config(), storage=storage)
     return sched, deployer, sched.recover(first_attempt=first_attempt)
 
 
 def test_a_restarted_job_master_deploys_everything_from_the_latest_checkpoint():
     h = Harness()
-    h.ack_all(h.trigger_checkpoint(), {s: _snapshot(f"one-{s.key}") for s in ALL})
-    snapshots = h.ack_all(h.trigger_checkpoint(), {s: _snapshot(f"two-{s.key}") for s in ALL})
+    h.ack_all(h.trigger_checkpoint(), {s: tagged_snapshot(f"one-{s.key}") for s in ALL})
+    snapshots = h.ack_all(h.trigger_checkpoint(), {s: tagged_snapshot(f"two-{s.key}") for s in ALL})
     cid = h.trigger_checkpoint()  # in progress when the master dies, a task wrote a file
     h.storage.write_file(h.storage.task_state_path(cid, SUM0, "keyed"), b"half")
 
@@ -775,7 +718,7 @@ def test_a_restarted_job_master_deploys_everything_from_the_latest_checkpoint():
         assert d.attempt == 1000 and d.restore_checkpoint_id == 2
         assert d.restore_state.operators.keys() == snapshots[s].operators.keys()
     # events of the dead master's attempt are ignored; checkpoint ids are not reused
-    sched.on_task_result(0, TaskResult(SUM0, TaskState.FAILED, _failure(SUM0, "old"), {}))
+    sched.on_task_result(0, TaskResult(SUM0, TaskState.FAILED, task_failure(SUM0, "old"), {}))
     assert sched.status is JobStatus.RUNNING and sched.restarts == 0
     assert sched.coordinator.next_checkpoint_id == 4
     assert h.storage.list_incomplete() == []  # the unfinished checkpoint's folder is gone

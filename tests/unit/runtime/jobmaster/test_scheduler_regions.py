@@ -8,38 +8,34 @@ from types import SimpleNamespace
 
 import pytest
 
-from flowray import Configuration, StreamExecutionEnvironment
 from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     CorruptPartitionError,
 )
 from flowray.runtime.checkpoint.failure import CheckpointFailureReason
 from flowray.runtime.checkpoint.plan import TaskStatus
-from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
 from flowray.runtime.messages import JobStatus
-from flowray.common.clock import ManualClock
 from flowray.runtime.network.elements import EndOfPartition, RecordBatch
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.execution.executor import prepare_job
 from flowray.runtime.graph.job_graph import build_job_graph, mark_blocking_exchanges
-from flowray.runtime.graph.stream_graph import build_stream_graph
 from flowray.testing.jobmaster import RecordingDeployer
 from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.failure_handler import PendingFailover
-from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS, JobScheduler
+from flowray.runtime.jobmaster.scheduler import CANCEL_GRACE_MS
 from flowray.runtime.task.stream_task import StreamTask
-from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
+from flowray.runtime.messages import TaskResult, TaskState
 from flowray.operators.sources import NumberSequenceSource
-from flowray.state.snapshot import (
-    SPLIT_DISTRIBUTE,
-    OperatorStateEntry,
-    OperatorSubtaskState,
-    TaskStateSnapshot,
+from flowray.state.snapshot import TaskStateSnapshot
+from tests.support.environments import local_env, stream_graph_of
+from tests.support.scheduler import (
+    DELAY_MS,
+    INTERVAL_MS,
+    JOB,
+    SchedulerHarness,
+    scheduler_config,
+    tagged_snapshot,
 )
-
-JOB = "job-1"
-INTERVAL_MS = 100
-DELAY_MS = 1000
 
 
 # ---------------------------------------------------------------------------------------
@@ -55,29 +51,15 @@ class _Deployer(RecordingDeployer):
         return {s for call in self.cancels for s in call}
 
 
-class Harness:
+class Harness(SchedulerHarness):
     def __init__(self, eg, config, plan_bytes=None, start=True, restart_strategy=None):
-        self.clock = ManualClock(0)
-        self.deployer = _Deployer()
-        self.eg = eg
-        self.storage = MemoryCheckpointStorage(JOB)
-        if plan_bytes is None:
-            plan_bytes = {v: f"plan-{v}".encode() for v in eg.vertices}
-        self.sched = JobScheduler(JOB, "regions-test", eg, plan_bytes, self.deployer,
-                                  self.clock, config, restart_strategy=restart_strategy,
-                                  storage=self.storage)
-        if start:
-            self.sched.start()
+        super().__init__(eg, config, _Deployer(), "regions-test", plan_bytes=plan_bytes,
+                         start=start, restart_strategy=restart_strategy)
 
     def result(self, subtask, state, failure=None, attempt=None, metrics=None):
         if attempt is None:
             attempt = self.sched.attempts[subtask]  # the subtask's own current attempt
         self.sched.on_task_result(attempt, TaskResult(subtask, state, failure, metrics or {}))
-
-    def fail(self, subtask, message="boom", attempt=None):
-        failure = _failure(subtask, message)
-        self.result(subtask, TaskState.FAILED, failure, attempt=attempt)
-        return failure
 
     def finish(self, *subtasks):
         for s in subtasks:
@@ -90,49 +72,11 @@ class Harness:
             if self.sched.states[s] is TaskState.RUNNING:
                 self.result(s, TaskState.CANCELED)
 
-    def advance(self, ms):
-        self.clock.advance(ms)
-        self.sched.tick()
-
-    def advance_to(self, ms):
-        self.clock.set(ms)
-        self.sched.tick()
-
-    def trigger_checkpoint(self):
-        """Advance to the next periodic trigger and tick; the id triggered."""
-        before = len(self.deployer.triggers)
-        due = self.sched.coordinator.next_trigger_ms
-        assert due is not None
-        self.clock.set(int(due))
-        self.sched.tick()
-        new = self.deployer.triggers[before:]
-        assert new, "no checkpoint was triggered"
-        (cid,) = {t[1] for t in new}
-        return cid
-
     def ack(self, subtasks, cid, snapshots=None, attempt=None):
         for s in subtasks:
             snap = snapshots[s] if snapshots is not None else TaskStateSnapshot()
             self.sched.on_acknowledge(self.sched.attempts[s] if attempt is None else attempt,
                                       s, cid, snap, {"sync_ms": 1})
-
-
-def _failure(subtask, message):
-    return TaskFailure(task=f"{subtask.vertex_id}[{subtask.index}]", operator="Map",
-                       cause_type="ValueError", message=message,
-                       traceback_text=f"Traceback...\nValueError: {message}", user_code=True)
-
-
-def _snapshot(tag):
-    entry = OperatorStateEntry(SPLIT_DISTRIBUTE, [tag.encode()])
-    return TaskStateSnapshot({f"op-{tag}": OperatorSubtaskState({"s": entry})})
-
-
-def _env(parallelism):
-    env = StreamExecutionEnvironment.get_execution_environment(
-        Configuration({"execution.target": "local"}))
-    env.set_parallelism(parallelism)
-    return env
 
 
 def _plus_one(x):
@@ -160,13 +104,11 @@ def _first(t):
 # ---------------------------------------------------------------------------------------
 
 def _pipelines_graph():
-    env = _env(3)
+    env = local_env(3)
     env.from_source(NumberSequenceSource(1, 30), source_name="numbers") \
         .map(_plus_one).disable_chaining() \
         .add_sink(_discard)
-    sg = build_stream_graph(env._transformations, "regions-test", env.get_parallelism(),
-                            env.get_max_parallelism())
-    return ExecutionGraph(build_job_graph(sg))
+    return ExecutionGraph(build_job_graph(stream_graph_of(env, "regions-test")))
 
 
 # the scheduler only reads the graph: built once
@@ -179,19 +121,8 @@ SINK = [SubtaskId(SINK_V, i) for i in range(3)]
 PIPE = [{SRC[i], MAP[i], SINK[i]} for i in range(3)]
 
 
-def _config(**overrides):
-    conf = {
-        "execution.checkpointing.interval": f"{INTERVAL_MS} ms",
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": f"{DELAY_MS} ms",
-    }
-    conf.update(overrides)
-    return {k: v for k, v in conf.items() if v is not None}
-
-
 def streaming(**overrides):
-    return Harness(EG, _config(**overrides))
+    return Harness(EG, scheduler_config(**overrides))
 
 
 def test_the_graph_has_three_chains_with_forward_pipelined_edges():
@@ -375,7 +306,7 @@ def test_a_user_cancel_during_a_region_backoff_cancels_the_rest_and_never_redepl
 def test_checkpoints_are_declined_while_a_region_is_down_and_resume_after(caplog):
     caplog.set_level(logging.INFO, logger="flowray")
     h = streaming()
-    snapshots = {s: _snapshot(s.key) for s in ALL}
+    snapshots = {s: tagged_snapshot(s.key) for s in ALL}
     cid = h.trigger_checkpoint()
     h.ack(sorted(ALL), cid, snapshots)
     assert h.sched.coordinator.latest_completed().checkpoint_id == cid == 1
@@ -542,7 +473,7 @@ class Batch:
     it and a store on the same folder to play the producers' part."""
 
     def __init__(self, tmp_path, start=True, sink_apart=False, **overrides):
-        env = _env(2)
+        env = local_env(2)
         summed = env.from_source(NumberSequenceSource(1, 20), source_name="numbers") \
             .map(_by_residue).disable_chaining() \
             .key_by(_first).sum(1)
@@ -550,8 +481,7 @@ class Batch:
             summed.add_sink(_discard).disable_chaining()
         else:
             summed.add_sink(_discard)
-        sg = build_stream_graph(env._transformations, "regions-batch", env.get_parallelism(),
-                                env.get_max_parallelism())
+        sg = stream_graph_of(env, "regions-batch")
         config = {"execution.runtime-mode": "BATCH",
                   "flowray.blocking-partitions.dir": str(tmp_path),
                   "restart-strategy.type": "fixed-delay",
@@ -892,14 +822,13 @@ def test_batch_a_partition_of_a_restarting_producer_is_not_available(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 def test_batch_a_released_partition_produced_again_is_released_again(tmp_path):
-    env = _env(2)
+    env = local_env(2)
     env.from_source(NumberSequenceSource(1, 20), source_name="numbers") \
         .map(_by_residue) \
         .key_by(_first).sum(1) \
         .key_by(_first).sum(1) \
         .add_sink(_discard)
-    sg = build_stream_graph(env._transformations, "three-stages", env.get_parallelism(),
-                            env.get_max_parallelism())
+    sg = stream_graph_of(env, "three-stages")
     job = prepare_job(build_job_graph(sg), {
         "execution.runtime-mode": "BATCH", "flowray.blocking-partitions.dir": str(tmp_path),
         "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,

@@ -122,7 +122,7 @@ def test_codec_rejects_non_frames():
 # the contract, per transport
 # ---------------------------------------------------------------------------------------
 
-def test_fifo_round_trip_ofmixed_frames(make_pair):
+def test_fifo_round_trip_of_mixed_frames(make_pair):
     pair = make_pair(credits=3)
     frames = mixed_frames(120)
     errors = []
