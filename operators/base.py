@@ -28,6 +28,7 @@ __all__ = [
     "ChainedOutput",
     "BroadcastingOutput",
     "CollectingOutput",
+    "DiscardingOutput",
     "OperatorContext",
     "ProcessingTimeService",
     "StreamOperator",
@@ -74,13 +75,21 @@ def _rebuild_user_error(name, ctype, cmsg, tb, subtask):
 
 
 class Output:
-    """Where an operator's results go: chained operators and/or network writers."""
+    """Where an operator's results go: chained operators and/or network writers.
 
-    def emit(self, records: List[Any]) -> None:
+    ``timestamps``, when given, holds each record's event time (``None`` for a record
+    without one). ``emit_watermark_status(idle)`` tells downstream the output went idle (it
+    holds no watermark back until it is active again).
+    """
+
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
         raise NotImplementedError
 
     def emit_watermark(self, timestamp: int) -> None:
         raise NotImplementedError
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        pass
 
 
 class ChainedOutput(Output):
@@ -89,39 +98,63 @@ class ChainedOutput(Output):
     def __init__(self, op: "StreamOperator") -> None:
         self.op = op
 
-    def emit(self, records: List[Any]) -> None:
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
         if records:
-            self.op.process_batch(records, None)
+            self.op.process_batch(records, None, timestamps)
 
     def emit_watermark(self, timestamp: int) -> None:
         self.op.process_watermark(timestamp)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.op.process_watermark_status(idle)
 
 
 class BroadcastingOutput(Output):
     def __init__(self, outputs: List[Output]) -> None:
         self.outputs = outputs
 
-    def emit(self, records: List[Any]) -> None:
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
         for o in self.outputs:
-            o.emit(records)
+            o.emit(records, timestamps)
 
     def emit_watermark(self, timestamp: int) -> None:
         for o in self.outputs:
             o.emit_watermark(timestamp)
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        for o in self.outputs:
+            o.emit_watermark_status(idle)
+
+
+class DiscardingOutput(Output):
+    """Where a side output nobody asked for goes."""
+
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
+        pass
+
+    def emit_watermark(self, timestamp: int) -> None:
+        pass
+
 
 class CollectingOutput(Output):
-    """Keeps everything; for harnesses and tests."""
+    """Keeps everything; for harnesses and tests. ``timestamps[i]`` belongs to
+    ``records[i]`` (``None`` when it had none)."""
 
     def __init__(self) -> None:
         self.records: List[Any] = []
+        self.timestamps: List[Any] = []
         self.watermarks: List[int] = []
+        self.statuses: List[bool] = []
 
-    def emit(self, records: List[Any]) -> None:
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
         self.records.extend(records)
+        self.timestamps.extend(timestamps if timestamps is not None else [None] * len(records))
 
     def emit_watermark(self, timestamp: int) -> None:
         self.watermarks.append(timestamp)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.statuses.append(idle)
 
 
 class ProcessingTimeService:
@@ -232,6 +265,11 @@ class OperatorContext:
     job_parameters: Dict[str, Any] = field(default_factory=dict)
     open_driver_channel: Optional[Callable[[str], Any]] = None
     services: Dict[str, Any] = field(default_factory=dict)
+    #: BATCH execution: inputs are bounded and complete; keyed aggregations emit only
+    #: final values, timers fire at the end of input
+    batch_execution: bool = False
+    #: ``pipeline.auto-watermark-interval`` in ms (0: no periodic watermarks)
+    auto_watermark_interval_ms: int = 200
 
     def runtime_context(self, operator_name: str) -> RuntimeContext:
         return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,
@@ -251,34 +289,67 @@ class StreamOperator:
         self.uid: Optional[str] = None
         self.ctx: Optional[OperatorContext] = None
         self.output: Output = CollectingOutput()
+        #: where records sent to an ``OutputTag`` go, by tag name (unknown tags: nowhere)
+        self.side_outputs: Dict[str, Output] = {}
         self._watermarks = [MIN_WATERMARK] * self.num_inputs
+        self._input_idle = [False] * self.num_inputs
+        self._output_idle = False
         self.current_watermark = MIN_WATERMARK
 
     # -- lifecycle ---------------------------------------------------------------------
-    def setup(self, ctx: OperatorContext, output: Output) -> None:
+    def setup(self, ctx: OperatorContext, output: Output,
+              side_outputs: Optional[Dict[str, Output]] = None) -> None:
         self.ctx = ctx
         self.output = output
+        self.side_outputs = dict(side_outputs or {})
 
     def open(self) -> None:
         pass
 
-    def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
+        """``records`` of the (first) input; ``key_groups`` after a keyed exchange;
+        ``timestamps[i]`` is the event time of ``records[i]`` (or the list is ``None``)."""
         raise NotImplementedError
 
-    def process_batch2(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def process_batch2(self, records: List[Any], key_groups: Optional[List[int]],
+                       timestamps: Optional[List[Any]] = None) -> None:
         raise NotImplementedError(f"{self.name} has one input")
 
     def process_watermark(self, timestamp: int, input_index: int = 0) -> None:
-        """Combine per-input watermarks (minimum) and forward when the minimum advances."""
+        """Combine per-input watermarks (the minimum over inputs that are not idle) and
+        forward when it advances, after firing what it makes due (``on_watermark``)."""
         wms = self._watermarks
         if timestamp <= wms[input_index]:
             return
         wms[input_index] = timestamp
-        combined = min(wms)
+        self._advance_watermark()
+
+    def _advance_watermark(self) -> None:
+        if self.num_inputs == 1:
+            combined = self._watermarks[0]
+        else:
+            active = [w for w, idle in zip(self._watermarks, self._input_idle) if not idle]
+            if not active:
+                return
+            combined = min(active)
         if combined > self.current_watermark:
             self.current_watermark = combined
             self.on_watermark(combined)
             self.output.emit_watermark(combined)
+
+    def process_watermark_status(self, idle: bool, input_index: int = 0) -> None:
+        """An input went idle (it no longer holds the watermark back) or active again;
+        the output is idle while every input is."""
+        if input_index >= len(self._input_idle) or self._input_idle[input_index] == idle:
+            return
+        self._input_idle[input_index] = idle
+        if idle:
+            self._advance_watermark()
+        now_idle = all(self._input_idle)
+        if now_idle != self._output_idle:
+            self._output_idle = now_idle
+            self.output.emit_watermark_status(now_idle)
 
     def on_watermark(self, timestamp: int) -> None:
         """Hook: event time reached ``timestamp`` (fire event-time timers here)."""

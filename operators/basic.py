@@ -5,9 +5,10 @@ function may use keyed state."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from flowray.operators.base import (
+    CollectingOutput,
     OneInputOperator,
     TwoInputOperator,
     adapt_function,
@@ -15,6 +16,7 @@ from flowray.operators.base import (
     open_function,
 )
 from flowray.operators.functions import ProcessFunction, TimerService
+from flowray.operators.output_tag import ResultCollector
 
 __all__ = [
     "UserFunctionOperator",
@@ -59,78 +61,92 @@ class UserFunctionOperator(OneInputOperator):
         except Exception as e:
             raise self.user_error(e) from e
 
-    def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
         try:
             if self._key_of is None:
-                out = self._apply(records)
+                out, out_ts = self._apply(records, timestamps)
             else:
-                out = self._apply_keyed(records, key_groups)
+                out, out_ts = self._apply_keyed(records, key_groups, timestamps)
         except Exception as e:
             raise self.user_error(e) from e
         if out:
-            self.output.emit(out)
+            self.output.emit(out, out_ts)
 
-    def _apply(self, records: List[Any]) -> List[Any]:
+    def _apply(self, records: List[Any], timestamps: Optional[List[Any]]) -> Tuple[List[Any], Any]:
+        """Results of ``records`` and their timestamps (each inherits its input's)."""
         raise NotImplementedError
 
-    def _apply_keyed(self, records: List[Any], key_groups: Optional[List[int]]) -> List[Any]:
+    def _apply_keyed(self, records: List[Any], key_groups: Optional[List[int]],
+                     timestamps: Optional[List[Any]]) -> Tuple[List[Any], Any]:
         set_key = self.ctx.keyed_backend.set_current_key
         key_of = self._key_of
         out: List[Any] = []
+        out_ts: Optional[List[Any]] = None if timestamps is None else []
         one = self._apply
-        if key_groups is None:
-            for r in records:
-                set_key(key_of(r))
-                out.extend(one([r]))
-        else:
-            for r, kg in zip(records, key_groups):
-                set_key(key_of(r), kg)
-                out.extend(one([r]))
-        return out
+        for i, r in enumerate(records):
+            set_key(key_of(r), None if key_groups is None else key_groups[i])
+            res, ts = one([r], None if timestamps is None else [timestamps[i]])
+            out.extend(res)
+            if out_ts is not None:
+                out_ts.extend(ts)
+        return out, out_ts
 
 
 class MapOperator(UserFunctionOperator):
     default_name = "Map"
     method = "map"
 
-    def _apply(self, records):
+    def _apply(self, records, timestamps):
         f = self._call
-        return [f(r) for r in records]
+        return [f(r) for r in records], timestamps
 
 
 class FlatMapOperator(UserFunctionOperator):
     default_name = "Flat Map"
     method = "flat_map"
 
-    def _apply(self, records):
+    def _apply(self, records, timestamps):
         f = self._call
         out: List[Any] = []
         extend = out.extend
-        for r in records:
+        if timestamps is None:
+            for r in records:
+                res = f(r)
+                if res is not None:
+                    extend(res)
+            return out, None
+        out_ts: List[Any] = []
+        for r, t in zip(records, timestamps):
             res = f(r)
             if res is not None:
+                n = len(out)
                 extend(res)
-        return out
+                out_ts.extend([t] * (len(out) - n))
+        return out, out_ts
 
 
 class FilterOperator(UserFunctionOperator):
     default_name = "Filter"
     method = "filter"
 
-    def _apply(self, records):
+    def _apply(self, records, timestamps):
         f = self._call
-        return [r for r in records if f(r)]
+        if timestamps is None:
+            return [r for r in records if f(r)], None
+        kept = [(r, t) for r, t in zip(records, timestamps) if f(r)]
+        return [r for r, _ in kept], [t for _, t in kept]
 
 
 class _NoTimers(TimerService):
-    def __init__(self, clock: Any) -> None:
-        self._clock = clock
+    def __init__(self, op: Any) -> None:
+        self._op = op
 
     def current_processing_time(self) -> int:
-        return self._clock.now_ms()
+        return self._op.ctx.processing_time_service.current_processing_time()
 
     def current_watermark(self) -> int:
-        return -(1 << 63)
+        return self._op.current_watermark
 
     def _fail(self, *_: Any) -> None:
         raise RuntimeError("timers are only supported on keyed streams; use key_by(...) first")
@@ -140,34 +156,45 @@ class _NoTimers(TimerService):
 
 
 class _ProcessContext(ProcessFunction.Context):
+    """The context of one call: the record's timestamp and the (timer-less) timer service."""
+
     def __init__(self, timers: TimerService) -> None:
         self._timers = timers
+        self._timestamp: Optional[int] = None
 
     def timestamp(self) -> Optional[int]:
-        return None
+        return self._timestamp
 
     def timer_service(self) -> TimerService:
         return self._timers
 
 
 class ProcessOperator(UserFunctionOperator):
-    """``DataStream.process(ProcessFunction)`` on a non-keyed stream."""
+    """``DataStream.process(ProcessFunction)`` on a non-keyed stream; the function may
+    yield ``(output_tag, value)`` to a side output."""
 
     default_name = "Process"
     method = "process_element"
 
     def open(self) -> None:
         super().open()
-        self._pctx = _ProcessContext(_NoTimers(self.ctx.processing_time_service.clock))
+        self._pctx = _ProcessContext(_NoTimers(self))
+        self._collector = ResultCollector(self.output, self.side_outputs)
 
-    def _apply(self, records):
-        f, ctx = self._call, self._pctx
-        out: List[Any] = []
-        for r in records:
-            res = f(r, ctx)
-            if res is not None:
-                out.extend(res)
-        return out
+    def process_batch(self, records, key_groups, timestamps=None):
+        f, ctx, collect = self._call, self._pctx, self._collector.collect
+        try:
+            if timestamps is None:
+                for r in records:
+                    collect(f(r, ctx), None)
+            else:
+                for r, t in zip(records, timestamps):
+                    ctx._timestamp = t
+                    collect(f(r, ctx), t)
+                ctx._timestamp = None
+        except Exception as e:
+            raise self.user_error(e) from e
+        self._collector.flush()
 
 
 class _TwoInputFunctionOperator(TwoInputOperator):
@@ -196,21 +223,23 @@ class _TwoInputFunctionOperator(TwoInputOperator):
         except Exception as e:
             raise self.user_error(e) from e
 
-    def _run(self, f: Callable[[Any], Any], records: List[Any]) -> None:
+    def _run(self, f: Callable[..., Any], records: List[Any],
+             timestamps: Optional[List[Any]]) -> None:
         try:
-            out = self._apply(f, records)
+            out, out_ts = self._apply(f, records, timestamps)
         except Exception as e:
             raise self.user_error(e) from e
         if out:
-            self.output.emit(out)
+            self.output.emit(out, out_ts)
 
-    def process_batch(self, records, key_groups):
-        self._run(self._f1, records)
+    def process_batch(self, records, key_groups, timestamps=None):
+        self._run(self._f1, records, timestamps)
 
-    def process_batch2(self, records, key_groups):
-        self._run(self._f2, records)
+    def process_batch2(self, records, key_groups, timestamps=None):
+        self._run(self._f2, records, timestamps)
 
-    def _apply(self, f: Callable[[Any], Any], records: List[Any]) -> List[Any]:
+    def _apply(self, f: Callable[..., Any], records: List[Any],
+               timestamps: Optional[List[Any]]) -> Tuple[List[Any], Any]:
         raise NotImplementedError
 
 
@@ -218,21 +247,22 @@ class CoMapOperator(_TwoInputFunctionOperator):
     default_name = "Co-Map"
     methods = ("map1", "map2")
 
-    def _apply(self, f, records):
-        return [f(r) for r in records]
+    def _apply(self, f, records, timestamps):
+        return [f(r) for r in records], timestamps
 
 
 class CoFlatMapOperator(_TwoInputFunctionOperator):
     default_name = "Co-Flat Map"
     methods = ("flat_map1", "flat_map2")
 
-    def _apply(self, f, records):
-        out: List[Any] = []
-        for r in records:
+    def _apply(self, f, records, timestamps):
+        collector = CollectingOutput()
+        for i, r in enumerate(records):
             res = f(r)
             if res is not None:
-                out.extend(res)
-        return out
+                res = list(res)
+                collector.emit(res, None if timestamps is None else [timestamps[i]] * len(res))
+        return collector.records, None if timestamps is None else collector.timestamps
 
 
 class CoProcessOperator(_TwoInputFunctionOperator):
@@ -241,12 +271,17 @@ class CoProcessOperator(_TwoInputFunctionOperator):
 
     def open(self) -> None:
         super().open()
-        self._pctx = _ProcessContext(_NoTimers(self.ctx.processing_time_service.clock))
+        self._pctx = _ProcessContext(_NoTimers(self))
+        self._collector = ResultCollector(self.output, self.side_outputs)
 
-    def _apply(self, f, records):
-        out: List[Any] = []
-        for r in records:
-            res = f(r, self._pctx)
-            if res is not None:
-                out.extend(res)
-        return out
+    def _run(self, f, records, timestamps):
+        ctx, collect = self._pctx, self._collector.collect
+        try:
+            for i, r in enumerate(records):
+                t = None if timestamps is None else timestamps[i]
+                ctx._timestamp = t
+                collect(f(r, ctx), t)
+            ctx._timestamp = None
+        except Exception as e:
+            raise self.user_error(e) from e
+        self._collector.flush()

@@ -49,6 +49,7 @@ __all__ = [
     "CoMapFunction",
     "CoFlatMapFunction",
     "CoProcessFunction",
+    "KeyedCoProcessFunction",
     "SinkFunction",
     "RuntimeContext",
     "TimerService",
@@ -180,6 +181,26 @@ class CoProcessFunction(Function):
 
     @abc.abstractmethod
     def process_element2(self, value: Any, ctx: ProcessFunction.Context) -> Any: ...
+
+
+class KeyedCoProcessFunction(Function):
+    """Two keyed inputs (``connect(...).key_by(k1, k2).process``) with keyed state and
+    timers shared by both; ``on_timer`` fires with the timer's key current."""
+
+    class Context(KeyedProcessFunction.Context):
+        pass
+
+    class OnTimerContext(KeyedProcessFunction.OnTimerContext):
+        pass
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Any: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Any: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Any:
+        pass
 
 
 class SinkFunction(Function):

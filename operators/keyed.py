@@ -6,8 +6,7 @@ per key and fire through the same function (``on_timer``) with that key current.
 
 from __future__ import annotations
 
-import heapq
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional
 
 from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
@@ -15,67 +14,28 @@ from flowray.state.key_groups import KeyGroupAssigner
 
 from flowray.operators.base import (
     OneInputOperator,
+    TwoInputOperator,
     adapt_function,
     close_function,
     open_function,
 )
 from flowray.operators.basic import UserFunctionOperator
 from flowray.operators.functions import KeyedProcessFunction, TimeDomain, TimerService
+from flowray.operators.output_tag import OutputTag, ResultCollector
+from flowray.operators.timers import InternalTimerService
 
 __all__ = [
-    "InternalTimerService",
     "KeyedProcessOperator",
+    "KeyedCoProcessOperator",
     "KeyedReduceOperator",
     "field_aggregator",
 ]
 
 
-class InternalTimerService:
-    """Timers per (timestamp, key) in two time domains; a key has at most one timer per
-    timestamp and domain, as in Flink. Pure: the operator feeds it time."""
-
-    def __init__(self) -> None:
-        self._heaps: Dict[TimeDomain, List[Tuple[int, int, Any]]] = {
-            TimeDomain.EVENT_TIME: [], TimeDomain.PROCESSING_TIME: []}
-        self._live: Dict[TimeDomain, Set[Tuple[int, Any]]] = {
-            TimeDomain.EVENT_TIME: set(), TimeDomain.PROCESSING_TIME: set()}
-        self._seq = 0
-
-    def register(self, domain: TimeDomain, timestamp: int, key: Any, key_group: int) -> bool:
-        """Returns True when the timer is new."""
-        entry = (timestamp, key)
-        if entry in self._live[domain]:
-            return False
-        self._live[domain].add(entry)
-        self._seq += 1
-        heapq.heappush(self._heaps[domain], (timestamp, self._seq, (key, key_group)))
-        return True
-
-    def delete(self, domain: TimeDomain, timestamp: int, key: Any) -> None:
-        self._live[domain].discard((timestamp, key))
-
-    def next_timestamp(self, domain: TimeDomain) -> Optional[int]:
-        heap, live = self._heaps[domain], self._live[domain]
-        while heap and (heap[0][0], heap[0][2][0]) not in live:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
-
-    def pop_due(self, domain: TimeDomain, time: int) -> List[Tuple[int, Any, int]]:
-        """Timers with timestamp <= ``time``, in timestamp order: (timestamp, key, kg)."""
-        heap, live, due = self._heaps[domain], self._live[domain], []
-        while heap and heap[0][0] <= time:
-            ts, _, (key, kg) = heapq.heappop(heap)
-            if (ts, key) in live:
-                live.discard((ts, key))
-                due.append((ts, key, kg))
-        return due
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._live.values())
-
-
 class _KeyedTimerService(TimerService):
-    def __init__(self, op: "KeyedProcessOperator") -> None:
+    """What ``ctx.timer_service()`` gives a keyed function: timers of the current key."""
+
+    def __init__(self, op: "_KeyedTimersOperator") -> None:
         self._op = op
 
     def current_processing_time(self) -> int:
@@ -85,22 +45,23 @@ class _KeyedTimerService(TimerService):
         return self._op.current_watermark
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._op._register(TimeDomain.PROCESSING_TIME, int(timestamp))
+        self._op.timer_service.register_processing_time_timer(None, timestamp)
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._op._register(TimeDomain.EVENT_TIME, int(timestamp))
+        self._op.timer_service.register_event_time_timer(None, timestamp)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._op._timers.delete(TimeDomain.PROCESSING_TIME, int(timestamp),
-                                self._op.ctx.keyed_backend.get_current_key())
+        self._op.timer_service.delete_processing_time_timer(None, timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._op._timers.delete(TimeDomain.EVENT_TIME, int(timestamp),
-                                self._op.ctx.keyed_backend.get_current_key())
+        self._op.timer_service.delete_event_time_timer(None, timestamp)
 
 
 class _KeyedContext(KeyedProcessFunction.OnTimerContext):
-    def __init__(self, op: "KeyedProcessOperator") -> None:
+    """The context of one call: the record's (or timer's) timestamp, the current key,
+    the timer service, and inside ``on_timer`` the time domain."""
+
+    def __init__(self, op: "_KeyedTimersOperator") -> None:
         self._op = op
         self._timer_service = _KeyedTimerService(op)
         self._domain: Optional[TimeDomain] = None
@@ -120,8 +81,75 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
             raise RuntimeError("time_domain() is only defined inside on_timer")
         return self._domain
 
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        """Send ``value`` to the side output ``output_tag`` (same as yielding the pair)."""
+        self._op._collector.collect_side(output_tag, value, self._timestamp)
 
-class KeyedProcessOperator(UserFunctionOperator):
+
+class _KeyedTimersOperator:
+    """Mix-in for keyed operators whose user function has timers (``on_timer``): the
+    timer service lives in keyed state and fires through ``on_timer`` with the key set."""
+
+    fn: Any
+
+    def _open_timers(self) -> None:
+        self.timer_service = InternalTimerService(
+            self.uid or self.name, self.ctx.keyed_backend, self.ctx.processing_time_service,
+            self._on_event_time, self._on_processing_time)
+        self.timer_service.restore()
+        self._pctx = _KeyedContext(self)
+        self._collector = ResultCollector(self.output, self.side_outputs)
+        self._on_timer = getattr(self.fn, "on_timer", None)
+
+    def _fire(self, domain: TimeDomain, timestamp: int) -> None:
+        if self._on_timer is None:
+            return
+        ctx = self._pctx
+        ctx._domain, ctx._timestamp = domain, timestamp
+        # event-time timer output carries the timer's timestamp, processing-time none
+        stamp = timestamp if domain is TimeDomain.EVENT_TIME else None
+        try:
+            self._collector.collect(self._on_timer(timestamp, ctx), stamp)
+        except Exception as e:
+            raise self.user_error(e) from e
+        finally:
+            ctx._domain = ctx._timestamp = None
+
+    def _on_event_time(self, timestamp: int, namespace: Any) -> None:
+        self._fire(TimeDomain.EVENT_TIME, timestamp)
+
+    def _on_processing_time(self, timestamp: int, namespace: Any) -> None:
+        self._fire(TimeDomain.PROCESSING_TIME, timestamp)
+        self._collector.flush()
+
+    def on_watermark(self, timestamp: int) -> None:
+        self.timer_service.advance_watermark(timestamp)
+        self._collector.flush()
+
+    def finish(self) -> None:
+        if self.ctx.batch_execution:
+            self.timer_service.fire_all_processing_time()
+            self._collector.flush()
+
+    def _process(self, call: Callable[..., Any], key_of: Callable[[Any], Any],
+                 records: List[Any], key_groups: Optional[List[int]],
+                 timestamps: Optional[List[Any]]) -> None:
+        set_key = self.ctx.keyed_backend.set_current_key
+        ctx, collect = self._pctx, self._collector.collect
+        try:
+            for i, r in enumerate(records):
+                set_key(key_of(r), None if key_groups is None else key_groups[i])
+                t = None if timestamps is None else timestamps[i]
+                ctx._timestamp = t
+                collect(call(r, ctx), t)
+        except Exception as e:
+            raise self.user_error(e) from e
+        finally:
+            ctx._timestamp = None
+        self._collector.flush()
+
+
+class KeyedProcessOperator(_KeyedTimersOperator, UserFunctionOperator):
     """``KeyedStream.process(KeyedProcessFunction)``."""
 
     default_name = "KeyedProcess"
@@ -133,56 +161,52 @@ class KeyedProcessOperator(UserFunctionOperator):
 
     def open(self) -> None:
         super().open()
-        self._timers = InternalTimerService()
-        self._pctx = _KeyedContext(self)
-        self._on_timer = getattr(self.fn, "on_timer", None)
-        self._scheduled: Set[int] = set()
+        self._open_timers()
 
-    def _apply(self, records):
-        f, ctx = self._call, self._pctx
-        out: List[Any] = []
-        for r in records:
-            res = f(r, ctx)
-            if res is not None:
-                out.extend(res)
-        return out
+    def process_batch(self, records, key_groups, timestamps=None):
+        self._process(self._call, self._key_of, records, key_groups, timestamps)
 
-    # -- timers ------------------------------------------------------------------------
-    def _register(self, domain: TimeDomain, timestamp: int) -> None:
-        backend = self.ctx.keyed_backend
-        self._timers.register(domain, timestamp, backend.get_current_key(),
-                              backend.get_current_key_group())
-        if domain is TimeDomain.PROCESSING_TIME and timestamp not in self._scheduled:
-            self._scheduled.add(timestamp)
-            self.ctx.processing_time_service.register_timer(timestamp, self._on_processing_time)
 
-    def _fire(self, domain: TimeDomain, due: List[Tuple[int, Any, int]]) -> None:
-        if not due or self._on_timer is None:
-            return
-        backend, ctx, out = self.ctx.keyed_backend, self._pctx, []
-        ctx._domain = domain
+class KeyedCoProcessOperator(_KeyedTimersOperator, TwoInputOperator):
+    """``ConnectedStreams.key_by(k1, k2).process(KeyedCoProcessFunction)``: both inputs
+    keyed, one keyed state and one timer service shared by the two."""
+
+    default_name = "KeyedCoProcess"
+    is_keyed = True
+
+    def __init__(self, fn: Any, key_selector1: Callable[[Any], Any],
+                 key_selector2: Callable[[Any], Any], name: Optional[str] = None) -> None:
+        super().__init__(name)
+        for m in ("process_element1", "process_element2"):
+            adapt_function(fn, m, self.name)
+        self.fn = fn
+        self.key_selectors = (key_selector1, key_selector2)
+
+    def user_functions(self) -> List[Any]:
+        return [self.fn, *self.key_selectors]
+
+    def open(self) -> None:
+        self._f1 = adapt_function(self.fn, "process_element1", self.name)
+        self._f2 = adapt_function(self.fn, "process_element2", self.name)
+        self._k1 = adapt_function(self.key_selectors[0], "get_key", self.name)
+        self._k2 = adapt_function(self.key_selectors[1], "get_key", self.name)
         try:
-            for ts, key, kg in due:
-                backend.set_current_key(key, kg)
-                ctx._timestamp = ts
-                res = self._on_timer(ts, ctx)
-                if res is not None:
-                    out.extend(res)
+            open_function(self.fn, self.ctx.runtime_context(self.name))
         except Exception as e:
             raise self.user_error(e) from e
-        finally:
-            ctx._domain = None
-            ctx._timestamp = None
-        if out:
-            self.output.emit(out)
+        self._open_timers()
 
-    def _on_processing_time(self, timestamp: int) -> None:
-        self._scheduled.discard(timestamp)
-        self._fire(TimeDomain.PROCESSING_TIME,
-                   self._timers.pop_due(TimeDomain.PROCESSING_TIME, timestamp))
+    def close(self) -> None:
+        try:
+            close_function(self.fn)
+        except Exception as e:
+            raise self.user_error(e) from e
 
-    def on_watermark(self, timestamp: int) -> None:
-        self._fire(TimeDomain.EVENT_TIME, self._timers.pop_due(TimeDomain.EVENT_TIME, timestamp))
+    def process_batch(self, records, key_groups, timestamps=None):
+        self._process(self._f1, self._k1, records, key_groups, timestamps)
+
+    def process_batch2(self, records, key_groups, timestamps=None):
+        self._process(self._f2, self._k2, records, key_groups, timestamps)
 
 
 def _get_field(value: Any, field: Any) -> Any:
@@ -298,9 +322,12 @@ class KeyedReduceOperator(OneInputOperator):
     def close(self) -> None:
         close_function(self.reduce_fn)
 
-    def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
+        """Fold each record into its key's value; in STREAMING emit every new value (with
+        the record's timestamp), in BATCH only the final ones at the end of input."""
         if self._table is None:
-            return self._process_with_state(records, key_groups)
+            return self._process_with_state(records, key_groups, timestamps)
         key_of, reduce, maps, start = self._key_of, self._reduce, self._table.maps, self._start
         out: List[Any] = []
         append = out.append
@@ -319,9 +346,11 @@ class KeyedReduceOperator(OneInputOperator):
                 append(r)
         except Exception as e:
             raise self.user_error(e) from e
-        self.output.emit(out)
+        if not self.ctx.batch_execution:
+            self.output.emit(out, timestamps)
 
-    def _process_with_state(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def _process_with_state(self, records: List[Any], key_groups: Optional[List[int]],
+                            timestamps: Optional[List[Any]]) -> None:
         key_of, reduce, state, set_key = (self._key_of, self._reduce, self._state,
                                           self._backend.set_current_key)
         out: List[Any] = []
@@ -336,7 +365,22 @@ class KeyedReduceOperator(OneInputOperator):
                 out.append(r)
         except Exception as e:
             raise self.user_error(e) from e
-        self.output.emit(out)
+        if not self.ctx.batch_execution:
+            self.output.emit(out, timestamps)
+
+    def finish(self) -> None:
+        """BATCH: the input is complete, emit each key's final value (Flink's behaviour)."""
+        if not self.ctx.batch_execution:
+            return
+        if self._table is not None:
+            final = [v for m in self._table.maps for v in m.values()]
+        else:
+            backend, final = self._backend, []
+            for k in list(backend.get_keys(self.STATE_NAME)):
+                backend.set_current_key(k)
+                final.append(self._state.value())
+        if final:
+            self.output.emit(final)
 
 
 _MISSING = object()

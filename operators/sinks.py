@@ -69,7 +69,7 @@ class SinkWriterOperator(StreamOperator):
         except Exception as e:
             raise self.user_error(e) from e
 
-    def process_batch(self, records, key_groups):
+    def process_batch(self, records, key_groups, timestamps=None):
         try:
             self.writer.write_batch(records)
         except Exception as e:
@@ -124,7 +124,7 @@ class SinkFunctionOperator(StreamOperator):
         except Exception as e:
             raise self.user_error(e) from e
 
-    def process_batch(self, records, key_groups):
+    def process_batch(self, records, key_groups, timestamps=None):
         f = self._call
         try:
             for r in records:
@@ -159,7 +159,7 @@ class DriverSinkOperator(StreamOperator):
         self._channel = self.ctx.open_driver_channel(self.endpoint_id)
         self._prefix = (f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else "")
 
-    def process_batch(self, records, key_groups):
+    def process_batch(self, records, key_groups, timestamps=None):
         if self.mode == "print":
             p = self._prefix
             records = [f"{p}{r}" for r in records]

@@ -20,7 +20,15 @@ from typing import Any, List, Optional, Sequence
 
 from flowray.state.descriptors import ListStateDescriptor
 
-from flowray.operators.base import StateInitializationContext, StateSnapshotContext, StreamOperator
+from flowray.common.constants import MAX_WATERMARK
+from flowray.common.watermark_strategy import WatermarkStrategy
+from flowray.operators.base import (
+    StateInitializationContext,
+    StateSnapshotContext,
+    StreamOperator,
+    UserFunctionError,
+)
+from flowray.operators.watermarks import WatermarkEmission, check_watermark_strategy
 
 _READER_STATE = "source-reader-state"
 
@@ -154,15 +162,17 @@ class SourceOperator(StreamOperator):
     default_name = "Source"
     num_inputs = 0
 
-    def __init__(self, source: Source, name: Optional[str] = None) -> None:
+    def __init__(self, source: Source, name: Optional[str] = None,
+                 watermark_strategy: Optional[WatermarkStrategy] = None) -> None:
         super().__init__(name or f"Source: {getattr(source, 'default_name', 'Custom Source')}")
         if not isinstance(source, Source):
             raise TypeError(f"from_source expects a flowray Source, got {source!r}")
         self.source = source
+        self.watermark_strategy = check_watermark_strategy(watermark_strategy, "from_source")
         self._watermarks = []
 
     def user_functions(self) -> List[Any]:
-        return [self.source]
+        return [self.source] + ([self.watermark_strategy] if self.watermark_strategy else [])
 
     def initialize_state(self, context: StateInitializationContext) -> None:
         """The reader's position lives in operator list state (one element per subtask)."""
@@ -172,6 +182,16 @@ class SourceOperator(StreamOperator):
         self._restored_position = restored
 
     def open(self) -> None:
+        self._emission: Optional[WatermarkEmission] = None
+        strategy = self.watermark_strategy
+        if strategy is not None and not strategy.is_no_watermarks() or (
+                strategy is not None and strategy.has_timestamp_assigner()):
+            ctx = self.ctx
+            interval = 0 if ctx.batch_execution else ctx.auto_watermark_interval_ms
+            self._emission = WatermarkEmission(strategy, self.name, self.output,
+                                               ctx.processing_time_service.clock, interval)
+            self._next_periodic = (ctx.processing_time_service.clock.monotonic_ms() + interval
+                                   if interval > 0 else None)
         try:
             self.reader = self.source.create_reader(
                 SourceReaderContext(self.ctx.subtask_index, self.ctx.parallelism))
@@ -199,9 +219,31 @@ class SourceOperator(StreamOperator):
             raise self.user_error(e) from e
         if batch is None:
             return None
-        if batch:
-            self.output.emit(batch)
+        emission = self._emission
+        if emission is None:
+            if batch:
+                self.output.emit(batch)
+            return len(batch)
+        try:
+            emission.emit(batch, None)
+            next_periodic = self._next_periodic
+            if next_periodic is not None:
+                now = self.ctx.processing_time_service.clock.monotonic_ms()
+                if now >= next_periodic:
+                    emission.periodic_emit()
+                    self._next_periodic = now + emission.interval_ms
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
         return len(batch)
+
+    def end_of_input(self) -> None:
+        """The reader ended: the final watermark (``MAX_WATERMARK``)."""
+        if self._emission is not None:
+            self._emission.end()
+        else:
+            self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:
         reader = getattr(self, "reader", None)

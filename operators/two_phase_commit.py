@@ -209,7 +209,8 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
         self._current = self.sink.begin_transaction()
         self._has_current = True
 
-    def process_batch(self, records: List[Any], key_groups: Optional[List[int]]) -> None:
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
         if not self._has_current:
             raise RuntimeError(f"{self.name}: records arrived with no open transaction "
                                f"(after commit_on_end_of_input or close)")

@@ -31,6 +31,7 @@ __all__ = [
     "RUNTIME_MODE",
     "BLOCKING_PARTITIONS_DIR",
     "PIPELINE_NAME",
+    "AUTO_WATERMARK_INTERVAL",
     "RAY_ADDRESS",
     "CHANNEL_TRANSPORT",
     "CHANNEL_BATCH_SIZE",
@@ -117,6 +118,15 @@ BLOCKING_PARTITIONS_DIR = register_option(
 
 PIPELINE_NAME = register_option(
     "pipeline.name", parse_str, None, "Job name used when none is given."
+)
+
+AUTO_WATERMARK_INTERVAL = register_option(
+    "pipeline.auto-watermark-interval",
+    parse_duration_ms,
+    200,
+    "How often watermark generators emit their periodic watermark (0 disables "
+    "periodic watermarks; bounded inputs still end with the final one).",
+    check=lambda v: None if v >= 0 else "must not be negative",
 )
 
 RAY_ADDRESS = register_option(

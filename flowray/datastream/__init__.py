@@ -7,6 +7,8 @@ from flowray.datastream.data_stream import (
     KeyedStream,
 )
 from flowray.datastream.execution_mode import RuntimeExecutionMode
+from flowray.datastream.output_tag import OutputTag
+from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
 from flowray.operators.base import CheckpointedFunction, CheckpointListener
 from flowray.datastream.checkpoint_config import CheckpointConfig
@@ -21,6 +23,7 @@ from flowray.datastream.state import *  # noqa: F401,F403
 from flowray.datastream.state import __all__ as _state_all
 
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
+           "WindowedStream", "AllWindowedStream", "OutputTag",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
            "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
            "CheckpointingMode", "CheckpointedFunction", "CheckpointListener",

@@ -28,10 +28,13 @@ from flowray.operators.basic import (
     ProcessOperator,
 )
 from flowray.operators.keyed import (
+    KeyedCoProcessOperator,
     KeyedProcessOperator,
     KeyedReduceOperator,
     field_aggregator,
 )
+from flowray.operators.output_tag import OutputTag
+from flowray.operators.watermarks import TimestampsAndWatermarksOperator
 from flowray.operators.sinks import (
     DriverSinkOperator,
     Sink,
@@ -48,6 +51,7 @@ from flowray.runtime.graph.transformations import (
     GraphError,
     OperatorTransformation,
     PartitionTransformation,
+    SideOutputTransformation,
     Transformation,
     UnionTransformation,
 )
@@ -65,6 +69,7 @@ if TYPE_CHECKING:
     from flowray.datastream.stream_execution_environment import (
         StreamExecutionEnvironment,
     )
+    from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams"]
 
@@ -150,6 +155,40 @@ class DataStream:
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
         self._check_stateless(func, "Process")
         return self._one_input(ProcessOperator(func))
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
+        """Records get timestamps from the strategy's assigner and the stream gets the
+        strategy's watermarks (upstream watermarks are dropped, as in Flink)."""
+        return self._one_input(TimestampsAndWatermarksOperator(watermark_strategy))
+
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        """The records this operator sent to ``output_tag`` (yielded as ``(tag, value)``,
+        or late data of a window)."""
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output expects an OutputTag, got {output_tag!r}")
+        if self._t.is_virtual:
+            raise GraphError("get_side_output applies to the output of an operator (e.g. "
+                             "after process(...)), not to a partitioning, union or side output")
+        return DataStream(self._env, SideOutputTransformation(self._t, output_tag.tag_id))
+
+    def window_all(self, window_assigner: Any) -> "AllWindowedStream":
+        """All records in windows of ``window_assigner``, evaluated at parallelism 1."""
+        from flowray.datastream.windowed_stream import AllWindowedStream, all_window_key
+
+        return AllWindowedStream(self.key_by(all_window_key), all_window_key, window_assigner)
+
+    def _not_windowed(self, what: str) -> None:
+        raise GraphError(f"{what}() applies to a windowed stream: call key_by(...).window("
+                         "assigner) or window_all(assigner) first")
+
+    def trigger(self, trigger: Any) -> None:
+        self._not_windowed("trigger")
+
+    def allowed_lateness(self, time_ms: Any) -> None:
+        self._not_windowed("allowed_lateness")
+
+    def side_output_late_data(self, output_tag: Any) -> None:
+        self._not_windowed("side_output_late_data")
 
     def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
         if not callable(key_selector) and not callable(getattr(key_selector, "get_key", None)):
@@ -300,6 +339,23 @@ class KeyedStream(DataStream):
     def max_by(self, position_to_max_by: Union[int, str] = 0) -> DataStream:
         return self._aggregate("max_by", position_to_max_by)
 
+    def window(self, window_assigner: Any) -> "WindowedStream":
+        """Group this stream's keys into windows of ``window_assigner``."""
+        from flowray.datastream.windowed_stream import WindowedStream
+
+        return WindowedStream(self, self._key_selector, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        """Tumbling (``slide`` 0) or sliding windows of ``size`` records per key."""
+        from flowray.operators.windowing.assigners import (
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
+        )
+
+        if slide is None or slide == 0:
+            return self.window(CountTumblingWindowAssigner.of(size))
+        return self.window(CountSlidingWindowAssigner.of(size, slide))
+
     def _physical(self, what: str) -> Transformation:
         raise GraphError(f"cannot set {what} on a KeyedStream; set it on the operator after it")
 
@@ -329,6 +385,17 @@ class ConnectedStreams:
         _check_not_keyed_state(func, "Co-Flat Map")
         return self._two_input(CoFlatMapOperator(func))
 
+    def _keyed_selectors(self) -> Optional[tuple]:
+        s1, s2 = self.stream1, self.stream2
+        if isinstance(s1, KeyedStream) and isinstance(s2, KeyedStream):
+            return s1._key_selector, s2._key_selector
+        return None
+
     def process(self, func: Any, output_type: Any = None) -> DataStream:
+        """A ``CoProcessFunction``, or on two keyed streams (``key_by(k1, k2)``) a
+        ``KeyedCoProcessFunction`` with keyed state and timers."""
+        selectors = self._keyed_selectors()
+        if selectors is not None:
+            return self._two_input(KeyedCoProcessOperator(func, *selectors))
         _check_not_keyed_state(func, "Co-Process")
         return self._two_input(CoProcessOperator(func))

@@ -1,4 +1,5 @@
-"""``flowray.datastream.functions``: as ``pyflink.datastream.functions``."""
+"""``flowray.datastream.functions``: as ``pyflink.datastream.functions`` (window functions
+included)."""
 
 from flowray.operators.functions import (
     AggregateFunction,
@@ -8,6 +9,7 @@ from flowray.operators.functions import (
     FilterFunction,
     FlatMapFunction,
     Function,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -18,8 +20,20 @@ from flowray.operators.functions import (
     TimeDomain,
     TimerService,
 )
+from flowray.operators.windowing.functions import (
+    AllWindowFunction,
+    KeyedStateStore,
+    PassThroughAllWindowFunction,
+    PassThroughWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 
 __all__ = ["AggregateFunction", "CoFlatMapFunction", "CoMapFunction", "CoProcessFunction",
-           "FilterFunction", "FlatMapFunction", "Function", "KeyedProcessFunction",
-           "KeySelector", "MapFunction", "ProcessFunction", "ReduceFunction", "RuntimeContext",
-           "SinkFunction", "TimeDomain", "TimerService"]
+           "FilterFunction", "FlatMapFunction", "Function", "KeyedCoProcessFunction",
+           "KeyedProcessFunction", "KeySelector", "MapFunction", "ProcessFunction",
+           "ReduceFunction", "RuntimeContext", "SinkFunction", "TimeDomain", "TimerService",
+           "WindowFunction", "AllWindowFunction", "ProcessWindowFunction",
+           "ProcessAllWindowFunction", "PassThroughWindowFunction",
+           "PassThroughAllWindowFunction", "KeyedStateStore"]

@@ -171,7 +171,7 @@ class StreamExecutionEnvironment:
         type_info: Any = None,
     ) -> "DataStream":
         name = f"Source: {source_name}" if source_name else None
-        op = SourceOperator(source, name)
+        op = SourceOperator(source, name, watermark_strategy)
         return DataStream(self, self._add(OperatorTransformation(op)))
 
     # -- running -----------------------------------------------------------------------

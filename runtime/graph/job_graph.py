@@ -8,7 +8,7 @@ non-forward edge into a blocking exchange (BATCH mode).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
@@ -65,6 +65,19 @@ class TaskPlan:
     network_outputs: Dict[int, List[str]]  # node -> job edge ids it writes to
     partitioners: Dict[str, StreamPartitioner]
     keyed: bool  # needs a keyed state backend
+    #: side outputs: node -> [(tag, chained node)] and node -> [(tag, job edge id)]
+    side_chained: Dict[int, List[Tuple[str, int]]] = field(default_factory=dict)
+    side_network_outputs: Dict[int, List[Tuple[str, str]]] = field(default_factory=dict)
+
+    def chain_order(self) -> List[int]:
+        """The chain's nodes, head first, every node after the ones feeding it."""
+        order, queue = [], [self.head]
+        while queue:
+            n = queue.pop(0)
+            order.append(n)
+            queue.extend(self.chained.get(n, []))
+            queue.extend(target for _, target in self.side_chained.get(n, []))
+        return order
 
 
 @dataclass
@@ -125,16 +138,17 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             name = f"{name} ({used_names[name]})"
         else:
             used_names[name] = 1
-        chained = {
-            n.id: [
-                e.target_id
-                for e in n.out_edges
-                if chained_from[e.target_id] == head.id
-                and e.target_id != n.id
-                and is_chainable(e, graph)
-            ]
-            for n in members
-        }
+        def chained_edges(n: StreamNode) -> List[StreamEdge]:
+            return [e for e in n.out_edges
+                    if chained_from[e.target_id] == head.id
+                    and e.target_id != n.id
+                    and is_chainable(e, graph)]
+
+        chained = {n.id: [e.target_id for e in chained_edges(n) if e.side_output_tag is None]
+                   for n in members}
+        side_chained = {n.id: [(e.side_output_tag, e.target_id) for e in chained_edges(n)
+                               if e.side_output_tag is not None]
+                        for n in members}
         plan = TaskPlan(
             head.id,
             {n.id: n.operator for n in members},
@@ -142,6 +156,8 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             {n.id: [] for n in members},
             {},
             keyed=any(n.operator.is_keyed for n in members),
+            side_chained=side_chained,
+            side_network_outputs={n.id: [] for n in members},
         )
         vid = f"v{head.id}"
         vertex_of_head[head.id] = vid
@@ -168,6 +184,9 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             edges[eid] = je
             src.outputs.append(je)
             dst.inputs.append(je)
-            src.plan.network_outputs[e.source_id].append(eid)
+            if e.side_output_tag is None:
+                src.plan.network_outputs[e.source_id].append(eid)
+            else:
+                src.plan.side_network_outputs[e.source_id].append((e.side_output_tag, eid))
             src.plan.partitioners[eid] = e.partitioner
     return JobGraph(graph.job_name, vertices, edges)

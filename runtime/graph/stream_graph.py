@@ -16,6 +16,7 @@ from flowray.runtime.graph.transformations import (
     GraphError,
     OperatorTransformation,
     PartitionTransformation,
+    SideOutputTransformation,
     Transformation,
     UnionTransformation,
 )
@@ -35,9 +36,13 @@ class StreamEdge:
     target_id: int
     partitioner: StreamPartitioner
     input_index: int = 0
+    #: the edge carries the source's side output of this name instead of its main output
+    side_output_tag: Optional[str] = None
 
     def __repr__(self) -> str:
-        return f"{self.source_id}-[{self.partitioner.name}]->{self.target_id}.{self.input_index}"
+        side = f"<{self.side_output_tag}>" if self.side_output_tag else ""
+        return (f"{self.source_id}{side}-[{self.partitioner.name}]->"
+                f"{self.target_id}.{self.input_index}")
 
 
 @dataclass
@@ -66,13 +71,24 @@ class StreamGraph:
         return [self.nodes[i] for i in sorted(self.nodes)]  # ids grow with program order
 
 
-def _resolve(t: Transformation) -> List[Tuple[Transformation, Optional[StreamPartitioner]]]:
-    """Physical upstream transformations of ``t`` with the partitioner on the way."""
+_Upstream = Tuple[Transformation, Optional[StreamPartitioner], Optional[str]]
+
+
+def _resolve(t: Transformation) -> List[_Upstream]:
+    """Physical upstream transformations of ``t`` with the partitioner on the way and the
+    side output read (``None``: the main output)."""
     if isinstance(t, PartitionTransformation):
-        return [(phys, t.partitioner) for phys, _ in _resolve(t.inputs[0])]
+        return [(phys, t.partitioner, tag) for phys, _, tag in _resolve(t.inputs[0])]
     if isinstance(t, UnionTransformation):
-        return [pair for i in t.inputs for pair in _resolve(i)]
-    return [(t, None)]
+        return [up for i in t.inputs for up in _resolve(i)]
+    if isinstance(t, SideOutputTransformation):
+        ups = _resolve(t.inputs[0])
+        for phys, _, tag in ups:
+            if tag is not None:
+                raise GraphError(f"side output {t.tag!r} of side output {tag!r}: "
+                                 "get_side_output applies to an operator's stream")
+        return [(phys, partitioner, t.tag) for phys, partitioner, _ in ups]
+    return [(t, None, None)]
 
 
 def build_stream_graph(
@@ -124,11 +140,12 @@ def build_stream_graph(
         if n_inputs == 2 and len(t.inputs) != 2:
             raise GraphError(f"operator {t.name!r} needs two inputs")
         for input_index, inp in enumerate(t.inputs):
-            for phys, partitioner in _resolve(inp):
+            for phys, partitioner, tag in _resolve(inp):
                 source = nodes[phys.id]
                 partitioner = _edge_partitioner(source, target, partitioner)
                 edge = StreamEdge(
-                    source.id, target.id, partitioner, input_index if n_inputs == 2 else 0
+                    source.id, target.id, partitioner, input_index if n_inputs == 2 else 0,
+                    tag,
                 )
                 source.out_edges.append(edge)
                 target.in_edges.append(edge)

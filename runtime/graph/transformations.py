@@ -26,6 +26,7 @@ __all__ = [
     "OperatorTransformation",
     "PartitionTransformation",
     "UnionTransformation",
+    "SideOutputTransformation",
 ]
 
 
@@ -90,6 +91,19 @@ class PartitionTransformation(Transformation):
 class UnionTransformation(Transformation):
     def __init__(self, inputs: Sequence[Transformation]) -> None:
         super().__init__("Union", inputs)
+
+    @property
+    def is_virtual(self) -> bool:
+        return True
+
+
+class SideOutputTransformation(Transformation):
+    """The records an operator sends to the side output named ``tag`` (virtual: it becomes
+    an edge from that operator carrying only those records)."""
+
+    def __init__(self, input: Transformation, tag: str) -> None:
+        super().__init__(f"SideOutput({tag})", [input])
+        self.tag = tag
 
     @property
     def is_virtual(self) -> bool:

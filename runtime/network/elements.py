@@ -15,6 +15,7 @@ __all__ = [
     "EndOfPartition",
     "CheckpointBarrier",
     "CancelCheckpointMarker",
+    "WatermarkStatus",
     "Frame",
 ]
 
@@ -22,13 +23,17 @@ __all__ = [
 
 class RecordBatch:
     """Records sent together; ``key_groups[i]`` is the key group of ``records[i]`` when the
-    batch crossed a key-group (``key_by``) exchange, else ``None``."""
+    batch crossed a key-group (``key_by``) exchange, else ``None``; ``timestamps[i]`` is the
+    event time of ``records[i]`` (``None`` for a record without one) when any record of the
+    batch has one, else ``timestamps`` is ``None``."""
 
-    __slots__ = ("records", "key_groups")
+    __slots__ = ("records", "key_groups", "timestamps")
 
-    def __init__(self, records: List[Any], key_groups: Optional[List[int]] = None) -> None:
+    def __init__(self, records: List[Any], key_groups: Optional[List[int]] = None,
+                 timestamps: Optional[List[Optional[int]]] = None) -> None:
         self.records = records
         self.key_groups = key_groups
+        self.timestamps = timestamps
 
     def __len__(self) -> int:
         return len(self.records)
@@ -40,6 +45,13 @@ class RecordBatch:
 @dataclass(frozen=True)
 class Watermark:
     timestamp: int
+
+
+@dataclass(frozen=True)
+class WatermarkStatus:
+    """The producer's output went idle (it holds no watermark back) or active again."""
+
+    idle: bool
 
 
 @dataclass(frozen=True)
@@ -59,4 +71,4 @@ class CancelCheckpointMarker:
     checkpoint_id: int
 
 
-Frame = Any  # RecordBatch | Watermark | EndOfPartition | CheckpointBarrier | CancelCheckpointMarker
+Frame = Any  # RecordBatch | Watermark | WatermarkStatus | EndOfPartition | CheckpointBarrier | CancelCheckpointMarker

@@ -26,6 +26,7 @@ from flowray.runtime.network.elements import (
     Frame,
     RecordBatch,
     Watermark,
+    WatermarkStatus,
 )
 
 __all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame"]
@@ -41,6 +42,22 @@ _WM = struct.Struct("<q")
 
 
 _RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
+_RECORDS_TS, _RECORDS_KG_TS, _IDLE, _ACTIVE = 7, 8, 9, 10
+
+#: a record without a timestamp, in the int64 array of a batch's timestamps
+_NO_TIMESTAMP = -(1 << 63)
+
+
+def _encode_timestamps(timestamps: Any) -> bytes:
+    ts = array("q", [_NO_TIMESTAMP if t is None else t for t in timestamps]).tobytes()
+    return _KG_COUNT.pack(len(ts)) + ts
+
+
+def _decode_timestamps(body: Any, pos: int) -> Any:
+    (n,) = _KG_COUNT.unpack_from(body, pos)
+    ts = array("q")
+    ts.frombytes(body[pos + 4 : pos + 4 + n])
+    return [None if t == _NO_TIMESTAMP else t for t in ts], pos + 4 + n
 
 
 def encode_frame(frame: Frame, seq: int) -> bytes:
@@ -53,8 +70,13 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
             kind = _RECORDS_KG
             kgs = array("H", frame.key_groups).tobytes()
             body = _KG_COUNT.pack(len(kgs)) + kgs + body
+        if frame.timestamps is not None:
+            kind = _RECORDS_TS if kind == _RECORDS else _RECORDS_KG_TS
+            body = _encode_timestamps(frame.timestamps) + body
     elif type(frame) is Watermark:
         kind, body = _WATERMARK, _WM.pack(frame.timestamp)
+    elif type(frame) is WatermarkStatus:
+        kind, body = (_IDLE if frame.idle else _ACTIVE), b""
     elif type(frame) is EndOfPartition:
         kind, body = _EOP, b""
     elif type(frame) is CheckpointBarrier:
@@ -75,6 +97,7 @@ def frame_sequence_number(data: bytes) -> int:
 
 
 _EOP_FRAME = EndOfPartition()
+_IDLE_FRAME, _ACTIVE_FRAME = WatermarkStatus(True), WatermarkStatus(False)
 
 
 def decode_frame(kind: int, body: Any) -> Frame:
@@ -86,6 +109,19 @@ def decode_frame(kind: int, body: Any) -> Frame:
         kgs = array("H")
         kgs.frombytes(body[4 : 4 + n])
         return RecordBatch(pickle.loads(body[4 + n :]), kgs.tolist())
+    if kind == _RECORDS_TS or kind == _RECORDS_KG_TS:
+        timestamps, pos = _decode_timestamps(body, 0)
+        kgs_list = None
+        if kind == _RECORDS_KG_TS:
+            (n,) = _KG_COUNT.unpack_from(body, pos)
+            kgs = array("H")
+            kgs.frombytes(body[pos + 4 : pos + 4 + n])
+            kgs_list, pos = kgs.tolist(), pos + 4 + n
+        return RecordBatch(pickle.loads(body[pos:]), kgs_list, timestamps)
+    if kind == _IDLE:
+        return _IDLE_FRAME
+    if kind == _ACTIVE:
+        return _ACTIVE_FRAME
     if kind == _WATERMARK:
         return Watermark(_WM.unpack_from(body, 0)[0])
     if kind == _EOP:

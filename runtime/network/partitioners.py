@@ -26,7 +26,12 @@ __all__ = [
 
 
 class StreamPartitioner:
-    """Routes batches over ``n`` channels. ``setup`` is called once per producer subtask."""
+    """Routes batches over ``n`` channels. ``setup`` is called once per producer subtask.
+
+    ``route`` appends each record to ``out[channel]`` (and its key group to
+    ``out_kgs[channel]`` for keyed exchanges); when ``timestamps`` is given (the records'
+    event times, in order) each record's timestamp goes to ``out_ts[channel]`` alongside.
+    """
 
     name = "?"
     is_pointwise = False  # forward: producer i talks only to consumer i
@@ -36,7 +41,9 @@ class StreamPartitioner:
         self.n = num_channels
 
     def route(self, records: List[Any], out: List[List[Any]],
-              out_kgs: Optional[List[List[int]]]) -> None:
+              out_kgs: Optional[List[List[int]]],
+              timestamps: Optional[List[Optional[int]]] = None,
+              out_ts: Optional[List[List[Optional[int]]]] = None) -> None:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -47,8 +54,10 @@ class ForwardPartitioner(StreamPartitioner):
     name = "FORWARD"
     is_pointwise = True
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         out[0].extend(records)
+        if timestamps is not None:
+            out_ts[0].extend(timestamps)
 
 
 class RebalancePartitioner(StreamPartitioner):
@@ -60,14 +69,18 @@ class RebalancePartitioner(StreamPartitioner):
         super().setup(num_channels, subtask_index)
         self._next = random.Random(subtask_index).randrange(num_channels)
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         n = self.n
         if n == 1:
             out[0].extend(records)
+            if timestamps is not None:
+                out_ts[0].extend(timestamps)
             return
         start = self._next
         for i in range(n):
             out[(start + i) % n].extend(records[i::n])
+            if timestamps is not None:
+                out_ts[(start + i) % n].extend(timestamps[i::n])
         self._next = (start + len(records)) % n
 
 
@@ -78,26 +91,37 @@ class ShufflePartitioner(StreamPartitioner):
         super().setup(num_channels, subtask_index)
         self._rand = random.Random().randrange
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         n, rand = self.n, self._rand
-        for r in records:
-            out[rand(n)].append(r)
+        if timestamps is None:
+            for r in records:
+                out[rand(n)].append(r)
+            return
+        for r, t in zip(records, timestamps):
+            c = rand(n)
+            out[c].append(r)
+            out_ts[c].append(t)
 
 
 class BroadcastPartitioner(StreamPartitioner):
     name = "BROADCAST"
     is_broadcast = True
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         for o in out:
             o.extend(records)
+        if timestamps is not None:
+            for o in out_ts:
+                o.extend(timestamps)
 
 
 class GlobalPartitioner(StreamPartitioner):
     name = "GLOBAL"
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         out[0].extend(records)
+        if timestamps is not None:
+            out_ts[0].extend(timestamps)
 
 
 class KeyGroupStreamPartitioner(StreamPartitioner):
@@ -119,15 +143,23 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         self._channel_of = [compute_operator_index_for_key_group(maxp, num_channels, kg)
                             for kg in range(maxp)]
 
-    def route(self, records, out, out_kgs):
+    def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
         key_of, assign, channel_of = self.key_selector, self._assign, self._channel_of
         assert out_kgs is not None
         try:
-            for r in records:
-                kg = assign(key_of(r))
-                c = channel_of[kg]
-                out[c].append(r)
-                out_kgs[c].append(kg)
+            if timestamps is None:
+                for r in records:
+                    kg = assign(key_of(r))
+                    c = channel_of[kg]
+                    out[c].append(r)
+                    out_kgs[c].append(kg)
+            else:
+                for r, t in zip(records, timestamps):
+                    kg = assign(key_of(r))
+                    c = channel_of[kg]
+                    out[c].append(r)
+                    out_kgs[c].append(kg)
+                    out_ts[c].append(t)
         except Exception as e:
             raise KeySelectorError(self.key_selector, e) from e
 
@@ -142,7 +174,11 @@ class KeySelectorError(Exception):
 
 
 class RecordWriter:
-    """One output edge of a task: partition, batch per channel, flush at size or timeout."""
+    """One output edge of a task: partition, batch per channel, flush at size or timeout.
+
+    Timestamps travel beside the records once any batch had them (records without one
+    carry ``None``); a stream that never had timestamps pays nothing for them.
+    """
 
     def __init__(self, partitioner: StreamPartitioner, writers: Sequence[ChannelWriter],
                  subtask_index: int, batch_size: int) -> None:
@@ -155,13 +191,22 @@ class RecordWriter:
         self._pending: List[List[Any]] = [[] for _ in range(n)]
         self._pending_kgs: Optional[List[List[int]]] = (
             [[] for _ in range(n)] if self._keyed else None)
+        self._pending_ts: Optional[List[List[Optional[int]]]] = None
         self.pending_since_ms: Optional[float] = None
         self.records_out = 0
 
-    def emit(self, records: List[Any], now_ms: float = 0.0) -> None:
+    def emit(self, records: List[Any], now_ms: float = 0.0,
+             timestamps: Optional[List[Optional[int]]] = None) -> None:
         if not records:
             return
-        self.partitioner.route(records, self._pending, self._pending_kgs)
+        pending_ts = self._pending_ts
+        if timestamps is not None and pending_ts is None:
+            # the first timestamped batch: records already waiting have no timestamp
+            pending_ts = self._pending_ts = [[None] * len(p) for p in self._pending]
+        elif timestamps is None and pending_ts is not None:
+            timestamps = [None] * len(records)
+        self.partitioner.route(records, self._pending, self._pending_kgs, timestamps,
+                               pending_ts)
         self.records_out += len(records)
         size = self.batch_size
         pending = self._pending
@@ -177,13 +222,18 @@ class RecordWriter:
             return
         size = self.batch_size
         kgs = self._pending_kgs[i] if self._pending_kgs is not None else None
+        ts = self._pending_ts[i] if self._pending_ts is not None else None
         writer = self.writers[i]
         for start in range(0, len(records), size):
-            writer.write(RecordBatch(records[start:start + size],
-                                     None if kgs is None else kgs[start:start + size]))
+            end = start + size
+            writer.write(RecordBatch(records[start:end],
+                                     None if kgs is None else kgs[start:end],
+                                     None if ts is None else ts[start:end]))
         self._pending[i] = []
         if self._pending_kgs is not None:
             self._pending_kgs[i] = []
+        if self._pending_ts is not None:
+            self._pending_ts[i] = []
 
     def flush(self) -> None:
         for i in range(len(self.writers)):

@@ -17,6 +17,7 @@ from flowray.runtime.network.elements import (
     EndOfPartition,
     RecordBatch,
     Watermark,
+    WatermarkStatus,
 )
 from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.subtask_checkpoints import (
@@ -70,8 +71,11 @@ class _WriterOutput(Output):
         self.writer = writer
         self.clock = clock
 
-    def emit(self, records: List[Any]) -> None:
-        self.writer.emit(records, self.clock.monotonic_ms())
+    def emit(self, records: List[Any], timestamps: Any = None) -> None:
+        self.writer.emit(records, self.clock.monotonic_ms(), timestamps)
 
     def emit_watermark(self, timestamp: int) -> None:
         self.writer.broadcast_event(Watermark(timestamp))
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.writer.broadcast_event(WatermarkStatus(idle))

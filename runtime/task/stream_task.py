@@ -42,6 +42,7 @@ from flowray.runtime.network.elements import (
     EndOfPartition,
     RecordBatch,
     Watermark,
+    WatermarkStatus,
 )
 from flowray.runtime.network.partitioners import KeySelectorError, RecordWriter
 from flowray.runtime.task.barrier_handler import (
@@ -66,12 +67,14 @@ from flowray.state.state_backend import create_keyed_backend
 from flowray.common.configuration import Configuration
 from flowray.common.constants import MAX_WATERMARK
 from flowray.common.options import (
+    AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
     CHANNEL_BATCH_SIZE,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MODE,
     MEMORY_THRESHOLD,
+    RUNTIME_MODE,
 )
 
 __all__ = ["TaskCancelled", "StreamTask"]
@@ -238,6 +241,7 @@ class StreamTask:
     # -- setup -------------------------------------------------------------------------
     def _setup(self) -> None:
         tdd = self.tdd
+        config = Configuration(tdd.config)
         try:
             plan: TaskPlan = cloudpickle.loads(tdd.plan_bytes)
         except Exception as e:
@@ -270,6 +274,8 @@ class StreamTask:
             attempt_number=tdd.attempt,
             keyed_backend=backend,
             open_driver_channel=self._open_driver_channel,
+            batch_execution=config.get(RUNTIME_MODE) == "BATCH",
+            auto_watermark_interval_ms=config.get(AUTO_WATERMARK_INTERVAL),
         )
 
         for out in tdd.outputs:
@@ -288,7 +294,7 @@ class StreamTask:
         self._check_cancel()
 
         # wire outputs tail-first so every operator's output exists when it is set up
-        order = self._chain_order(plan)
+        order = plan.chain_order()
         for node_id in reversed(order):
             outputs: List[Output] = [
                 ChainedOutput(plan.operators[c]) for c in plan.chained.get(node_id, [])
@@ -297,8 +303,14 @@ class StreamTask:
                 _WriterOutput(self.record_writers[eid], self.clock)
                 for eid in plan.network_outputs.get(node_id, [])
             ]
-            output = outputs[0] if len(outputs) == 1 else BroadcastingOutput(outputs)
-            plan.operators[node_id].setup(ctx, output)
+            side: Dict[str, List[Output]] = {}
+            for tag, c in plan.side_chained.get(node_id, []):
+                side.setdefault(tag, []).append(ChainedOutput(plan.operators[c]))
+            for tag, eid in plan.side_network_outputs.get(node_id, []):
+                side.setdefault(tag, []).append(
+                    _WriterOutput(self.record_writers[eid], self.clock))
+            plan.operators[node_id].setup(
+                ctx, _one_output(outputs), {tag: _one_output(o) for tag, o in side.items()})
         self.operators = [plan.operators[n] for n in order]
         self.head = plan.operators[plan.head]
         self._initialize_state()
@@ -380,15 +392,6 @@ class StreamTask:
             Configuration(tdd.config).get(MEMORY_THRESHOLD),
         )
 
-    @staticmethod
-    def _chain_order(plan: TaskPlan) -> List[int]:
-        order, stack = [], [plan.head]
-        while stack:
-            n = stack.pop(0)
-            order.append(n)
-            stack.extend(plan.chained.get(n, []))
-        return order
-
     def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
         cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"
         ch = DriverChannel(self.env.open_driver_channel(endpoint_id, cid))
@@ -433,7 +436,7 @@ class StreamTask:
                 self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
         self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
         if not self.finished_on_restore:
-            head.output.emit_watermark(MAX_WATERMARK)
+            head.end_of_input()
 
     def _run_inputs(self) -> None:
         tdd, head = self.tdd, self.head
@@ -470,11 +473,18 @@ class StreamTask:
                         if skip_records:
                             continue
                         self.records_in += len(frame.records)
-                        process[idx](frame.records, frame.key_groups)
+                        process[idx](frame.records, frame.key_groups, frame.timestamps)
                     elif t is Watermark:
                         wm = valves[idx].on_watermark(cid, frame.timestamp)
                         if wm is not None and not skip_records:
                             head.process_watermark(wm, idx)
+                    elif t is WatermarkStatus:
+                        wm, idle = valves[idx].on_status(cid, frame.idle)
+                        if not skip_records:
+                            if wm is not None:
+                                head.process_watermark(wm, idx)
+                            if idle is not None:
+                                head.process_watermark_status(idle, idx)
                     elif t is EndOfPartition:
                         live.remove(reader)
                         wm = valves[idx].on_end_of_partition(cid)
@@ -588,6 +598,10 @@ class StreamTask:
             self.checkpointer.close(wait=False)
         if getattr(self, "keyed_backend", None) is not None:
             self.keyed_backend.dispose()
+
+
+def _one_output(outputs: List[Output]) -> Output:
+    return outputs[0] if len(outputs) == 1 else BroadcastingOutput(outputs)
 
 
 def _decline_reason(reason: Any) -> str:

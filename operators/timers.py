@@ -1,0 +1,207 @@
+"""Timers as keyed state (Flink's ``InternalTimerService``).
+
+Every timer is ``(timestamp, key, namespace)`` in one of two time domains. The timers of a
+key live in the keyed state backend (a map state per domain, ``(timestamp, namespace)`` ->
+``None``), so they are in every checkpoint of either backend, in the key group of their key,
+and move with their key group when state is restored at another parallelism. An in-memory
+priority queue over the same timers is only a cache: :meth:`InternalTimerService.restore`
+rebuilds it from the state.
+
+>>> from flowray.common.clock import ManualClock
+>>> from flowray.operators.base import ProcessingTimeService
+>>> from flowray.state.heap_backend import HeapKeyedStateBackend
+>>> from flowray.state.key_groups import KeyGroupRange
+>>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128)
+>>> fired = []
+>>> timers = InternalTimerService("op", backend, ProcessingTimeService(ManualClock()),
+...     lambda ts, ns: fired.append((backend.get_current_key(), ts)), lambda ts, ns: None)
+>>> backend.set_current_key("a"); timers.register_event_time_timer(None, 10)
+>>> timers.register_event_time_timer(None, 10)   # one timer per (key, timestamp, namespace)
+>>> backend.set_current_key("b"); timers.register_event_time_timer(None, 5)
+>>> timers.advance_watermark(10); fired
+[('b', 5), ('a', 10)]
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
+from flowray.state.descriptors import MapStateDescriptor
+from flowray.state.keyed_backend import KeyedStateBackend
+
+from flowray.operators.functions import TimeDomain
+
+__all__ = ["InternalTimerService", "timer_state_name"]
+
+#: fired with the timer's key current on the backend: ``callback(timestamp, namespace)``
+TimerCallback = Callable[[int, Any], None]
+
+
+def timer_state_name(service: str, domain: TimeDomain) -> str:
+    """The keyed state holding one timer service's timers of ``domain``."""
+    suffix = "event" if domain is TimeDomain.EVENT_TIME else "processing"
+    return f"_timer_state/{suffix}_{service}"
+
+
+class _TimerQueue:
+    """Timers of one domain: a heap ordered by timestamp over a set of live timers. A
+    deleted timer stays in the heap until popped and is skipped then."""
+
+    __slots__ = ("heap", "live", "seq")
+
+    def __init__(self) -> None:
+        self.heap: List[Tuple[int, int, Any, int, Any]] = []
+        self.live: Set[Tuple[int, Any, Any]] = set()
+        self.seq = itertools.count()
+
+    def add(self, timestamp: int, key: Any, key_group: int, namespace: Any) -> bool:
+        entry = (timestamp, key, namespace)
+        if entry in self.live:
+            return False
+        self.live.add(entry)
+        heapq.heappush(self.heap, (timestamp, next(self.seq), key, key_group, namespace))
+        return True
+
+    def remove(self, timestamp: int, key: Any, namespace: Any) -> bool:
+        entry = (timestamp, key, namespace)
+        if entry not in self.live:
+            return False
+        self.live.discard(entry)
+        return True
+
+    def peek(self) -> Optional[int]:
+        heap, live = self.heap, self.live
+        while heap and (heap[0][0], heap[0][2], heap[0][4]) not in live:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def pop(self) -> Tuple[int, Any, int, Any]:
+        ts, _, key, kg, ns = heapq.heappop(self.heap)
+        self.live.discard((ts, key, ns))
+        return ts, key, kg, ns
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+
+class InternalTimerService:
+    """Timers of one operator. Register and delete with the timer's key current on the
+    backend; ``on_event_time`` / ``on_processing_time`` fire with the key current again.
+
+    Contract: a timer fires once per ``(key, timestamp, namespace)`` however often it was
+    registered; event-time timers fire in timestamp order when the watermark reaches them
+    (:meth:`advance_watermark`); processing-time timers fire from the task loop once the
+    clock passes them, including those that fell due while the task was down.
+    """
+
+    def __init__(self, name: str, backend: KeyedStateBackend, processing_time_service: Any,
+                 on_event_time: TimerCallback, on_processing_time: TimerCallback) -> None:
+        self.name = name
+        self._backend = backend
+        self._pts = processing_time_service
+        self._callbacks = {TimeDomain.EVENT_TIME: on_event_time,
+                           TimeDomain.PROCESSING_TIME: on_processing_time}
+        self._queues = {TimeDomain.EVENT_TIME: _TimerQueue(),
+                        TimeDomain.PROCESSING_TIME: _TimerQueue()}
+        self._states = {d: backend.get_partitioned_state(
+            MapStateDescriptor(timer_state_name(name, d))) for d in TimeDomain}
+        self._scheduled: Set[int] = set()
+        self.current_watermark = MIN_WATERMARK
+
+    # -- registering -------------------------------------------------------------------
+    def _register(self, domain: TimeDomain, namespace: Any, timestamp: int) -> bool:
+        if type(timestamp) is not int:
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+                raise TypeError(f"a timer's timestamp must be an int (milliseconds), got "
+                                f"{timestamp!r}")
+            timestamp = int(timestamp)
+        backend = self._backend
+        key = backend.get_current_key()
+        if not self._queues[domain].add(timestamp, key, backend.get_current_key_group(),
+                                        namespace):
+            return False
+        self._states[domain].put((timestamp, namespace), None)
+        return True
+
+    def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
+        self._register(TimeDomain.EVENT_TIME, namespace, timestamp)
+
+    def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
+        if self._register(TimeDomain.PROCESSING_TIME, namespace, timestamp):
+            self._schedule(int(timestamp))
+
+    def _delete(self, domain: TimeDomain, namespace: Any, timestamp: int) -> None:
+        if self._queues[domain].remove(timestamp, self._backend.get_current_key(), namespace):
+            self._states[domain].remove((timestamp, namespace))
+
+    def delete_event_time_timer(self, namespace: Any, timestamp: int) -> None:
+        self._delete(TimeDomain.EVENT_TIME, namespace, timestamp)
+
+    def delete_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
+        self._delete(TimeDomain.PROCESSING_TIME, namespace, timestamp)
+
+    def current_processing_time(self) -> int:
+        return self._pts.current_processing_time()
+
+    def num_timers(self, domain: TimeDomain) -> int:
+        return len(self._queues[domain])
+
+    # -- firing ------------------------------------------------------------------------
+    def _fire_until(self, domain: TimeDomain, time: int) -> None:
+        queue, state, backend = self._queues[domain], self._states[domain], self._backend
+        callback = self._callbacks[domain]
+        while True:
+            head = queue.peek()
+            if head is None or head > time:
+                return
+            ts, key, kg, ns = queue.pop()
+            backend.set_current_key(key, kg)
+            state.remove((ts, ns))
+            callback(ts, ns)
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Event time reached ``watermark``: fire every event-time timer at or before it."""
+        self.current_watermark = watermark
+        self._fire_until(TimeDomain.EVENT_TIME, watermark)
+
+    def fire_all_processing_time(self) -> None:
+        """BATCH end of input: every processing-time timer fires now (as in Flink)."""
+        self._fire_until(TimeDomain.PROCESSING_TIME, MAX_WATERMARK)
+
+    def _schedule(self, timestamp: int) -> None:
+        if timestamp not in self._scheduled:
+            self._scheduled.add(timestamp)
+            self._pts.register_timer(timestamp, self._on_processing_time)
+
+    def _on_processing_time(self, timestamp: int) -> None:
+        self._scheduled.discard(timestamp)
+        self._fire_until(TimeDomain.PROCESSING_TIME, timestamp)
+
+    # -- recovery ----------------------------------------------------------------------
+    def restore(self) -> int:
+        """Rebuild the queues from the keyed state (after the backend was restored) and
+        schedule the processing-time timers; returns how many timers there are."""
+        backend = self._backend
+        restored = 0
+        for domain in TimeDomain:
+            state, queue = self._states[domain], self._queues[domain]
+            name = timer_state_name(self.name, domain)
+            for key in list(backend.get_keys(name)):
+                backend.set_current_key(key)
+                kg = backend.get_current_key_group()
+                for ts, ns in state.keys():
+                    if queue.add(ts, key, kg, ns):
+                        restored += 1
+                        if domain is TimeDomain.PROCESSING_TIME:
+                            self._schedule(ts)
+        return restored
+
+    def timers_by_key(self, domain: TimeDomain) -> Dict[Any, List[Tuple[int, Any]]]:
+        """Live timers of ``domain`` per key (for tests and diagnostics)."""
+        out: Dict[Any, List[Tuple[int, Any]]] = {}
+        for ts, key, ns in self._queues[domain].live:
+            out.setdefault(key, []).append((ts, ns))
+        return {k: sorted(v, key=lambda e: e[0]) for k, v in out.items()}

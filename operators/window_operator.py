@@ -1,0 +1,420 @@
+"""The window operator (Flink's ``WindowOperator``): assigns each record to windows, keeps
+the panes (the contents of one key in one window) as keyed state, asks the trigger when to
+evaluate and purge them, and cleans a window up once the watermark (or the clock) passes
+its end plus the allowed lateness.
+
+Everything it remembers is keyed state, so it is in every checkpoint of either backend:
+pane contents (``window-contents``: per key, state window -> contents), the merging window
+set of session windows (``window-merging-set``), trigger state (namespaced by window) and
+timers (the operator's timer service, namespaced by window).
+
+A pane's contents are, by the kind of window function: the running reduction
+(``reduce``), the accumulator (``aggregate``) or the list of records (``process``/``apply``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+from flowray.common.constants import MAX_WATERMARK
+from flowray.state.descriptors import MapStateDescriptor, StateDescriptor, ValueStateDescriptor
+from flowray.state.namespaced import NamespacedKeyedStateStore, NamespacedStates
+
+from flowray.operators.base import (
+    OneInputOperator,
+    UserFunctionError,
+    adapt_function,
+    close_function,
+    open_function,
+)
+from flowray.operators.output_tag import OutputTag, ResultCollector
+from flowray.operators.timers import InternalTimerService
+from flowray.operators.windowing.assigners import (
+    MergingWindowAssigner,
+    WindowAssigner,
+    WindowAssignerContext,
+)
+from flowray.operators.windowing.functions import InternalWindowFunction
+from flowray.operators.windowing.merging_window_set import MergingWindowSet
+from flowray.operators.windowing.triggers import Trigger, TriggerResult
+
+__all__ = ["PaneContents", "WindowOperator"]
+
+
+class PaneContents:
+    """How records fold into a pane: ``add(contents, record)``, ``merge(a, b)`` and the
+    value handed to the window function (``result``)."""
+
+    def __init__(self, kind: str, function: Any = None) -> None:
+        if kind not in ("reduce", "aggregate", "list"):
+            raise ValueError(f"unknown pane kind {kind!r}")
+        self.kind = kind
+        self.function = function
+
+    def user_functions(self) -> List[Any]:
+        return [] if self.function is None else [self.function]
+
+    def open(self, where: str) -> None:
+        if self.kind == "reduce":
+            self._reduce = adapt_function(self.function, "reduce", where)
+        elif self.kind == "aggregate":
+            agg = self.function
+            for m in ("create_accumulator", "add", "get_result"):
+                if not callable(getattr(agg, m, None)):
+                    raise TypeError(f"{where}: the aggregate function {agg!r} has no {m}()")
+
+    def add(self, contents: Any, record: Any) -> Any:
+        if self.kind == "list":
+            if contents is None:
+                return [record]
+            contents.append(record)
+            return contents
+        if self.kind == "reduce":
+            return record if contents is None else self._reduce(contents, record)
+        agg = self.function
+        return agg.add(record, agg.create_accumulator() if contents is None else contents)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if self.kind == "list":
+            return list(a) + list(b)
+        if self.kind == "reduce":
+            return self._reduce(a, b)
+        return self.function.merge(a, b)
+
+    def result(self, contents: Any) -> Any:
+        if self.kind == "aggregate":
+            return self.function.get_result(contents)
+        return contents
+
+
+class _AssignerContext(WindowAssignerContext):
+    def __init__(self, op: "WindowOperator") -> None:
+        self._op = op
+
+    def get_current_processing_time(self) -> int:
+        return self._op.ctx.processing_time_service.current_processing_time()
+
+    def get_runtime_context(self) -> Any:
+        return self._op._runtime_context
+
+
+class _TriggerContext(Trigger.OnMergeContext):
+    """The trigger's view of the current key and ``window``; ``merged`` lists the state
+    windows folded into it during ``on_merge``."""
+
+    def __init__(self, op: "WindowOperator") -> None:
+        self._op = op
+        self.window: Any = None
+        self.merged: List[Any] = []
+
+    def get_current_processing_time(self) -> int:
+        return self._op.ctx.processing_time_service.current_processing_time()
+
+    def get_current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op.timer_service.register_processing_time_timer(self.window, time)
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op.timer_service.register_event_time_timer(self.window, time)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._op.timer_service.delete_processing_time_timer(self.window, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._op.timer_service.delete_event_time_timer(self.window, time)
+
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
+        return self._op._trigger_states.get(state_descriptor, self.window)
+
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+        self._op._trigger_states.merge(state_descriptor, self.window, self.merged)
+
+
+class _WindowContext(InternalWindowFunction.InternalWindowContext):
+    def __init__(self, op: "WindowOperator") -> None:
+        self._op = op
+        self._window_store = NamespacedKeyedStateStore(op._window_states)
+
+    def bind(self, window: Any) -> "_WindowContext":
+        self._window_store.namespace = window
+        return self
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.processing_time_service.current_processing_time()
+
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def window_state(self) -> Any:
+        return self._window_store
+
+    def global_state(self) -> Any:
+        return self._op._runtime_context
+
+
+class WindowOperator(OneInputOperator):
+    """``KeyedStream.window(...)`` / ``window_all(...)`` followed by ``reduce``,
+    ``aggregate``, ``process`` or ``apply``.
+
+    Contract (Flink's): a record goes to every window its assigner gives; a window whose
+    cleanup time (end - 1 + allowed lateness, event time) has passed the watermark is late
+    and gets nothing; a record that went to no window because all were late is late data
+    (to ``late_data_tag``'s side output if set, else dropped and counted in
+    :attr:`late_records_dropped`). Output records carry ``window.max_timestamp()``.
+    """
+
+    default_name = "Window"
+    is_keyed = True
+    CONTENTS = "window-contents"
+    MERGING_SET = "window-merging-set"
+
+    def __init__(self, assigner: WindowAssigner, trigger: Trigger, contents: PaneContents,
+                 window_function: InternalWindowFunction, key_selector: Callable[[Any], Any],
+                 allowed_lateness: int = 0, late_data_tag: Optional[OutputTag] = None,
+                 name: Optional[str] = None) -> None:
+        super().__init__(name)
+        self.assigner = assigner
+        self.trigger = trigger
+        self.contents = contents
+        self.window_function = window_function
+        self.key_selector = key_selector
+        self.allowed_lateness = allowed_lateness
+        self.late_data_tag = late_data_tag
+        if isinstance(assigner, MergingWindowAssigner) and not trigger.can_merge():
+            raise ValueError(f"{self.name}: the trigger {trigger!r} cannot merge windows, "
+                             f"which the merging assigner {assigner!r} needs")
+        self.late_records_dropped = 0
+
+    def user_functions(self) -> List[Any]:
+        return [self.window_function, self.key_selector, *self.contents.user_functions()]
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def open(self) -> None:
+        ctx = self.ctx
+        backend = ctx.keyed_backend
+        self._backend = backend
+        self._key_of = adapt_function(self.key_selector, "get_key", self.name)
+        self._runtime_context = ctx.runtime_context(self.name)
+        self._contents_state = backend.get_partitioned_state(MapStateDescriptor(self.CONTENTS))
+        self._merging = isinstance(self.assigner, MergingWindowAssigner)
+        self._merging_state = (backend.get_partitioned_state(
+            ValueStateDescriptor(self.MERGING_SET)) if self._merging else None)
+        self._trigger_states = NamespacedStates(backend, "window-trigger/")
+        self._window_states = NamespacedStates(backend, "window-state/")
+        self._trigger_ctx = _TriggerContext(self)
+        self._assigner_ctx = _AssignerContext(self)
+        self._window_ctx = _WindowContext(self)
+        self._collector = ResultCollector(self.output, self.side_outputs)
+        self._event_time = self.assigner.is_event_time()
+        self.contents.open(self.name)
+        self.timer_service = InternalTimerService(
+            self.uid or self.name, backend, ctx.processing_time_service,
+            self._on_event_time, self._on_processing_time)
+        self.timer_service.restore()
+        try:
+            open_function(self.window_function, self._runtime_context)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def close(self) -> None:
+        try:
+            close_function(self.window_function)
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    # -- records -----------------------------------------------------------------------
+    def process_batch(self, records, key_groups, timestamps=None):
+        set_key, key_of = self._backend.set_current_key, self._key_of
+        process = self._process_merging if self._merging else self._process_record
+        try:
+            for i, r in enumerate(records):
+                set_key(key_of(r), None if key_groups is None else key_groups[i])
+                process(r, None if timestamps is None else timestamps[i])
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
+        self._collector.flush()
+
+    def _process_record(self, record: Any, timestamp: Optional[int]) -> None:
+        windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)
+        state, skipped = self._contents_state, True
+        for window in windows:
+            if self._is_window_late(window):
+                continue
+            skipped = False
+            contents = self.contents.add(state.get(window), record)
+            state.put(window, contents)
+            self._on_trigger(self.trigger.on_element(record, timestamp, window,
+                                                     self._bind(window)), window, window)
+            self._register_cleanup_timer(window)
+        if skipped and self._is_element_late(timestamp):
+            self._late(record, timestamp)
+
+    def _process_merging(self, record: Any, timestamp: Optional[int]) -> None:
+        windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)
+        merging = MergingWindowSet(self.assigner, self._merging_state.value())
+        state, skipped = self._contents_state, True
+        for window in windows:
+            actual = merging.add_window(window, self._merge_function)
+            if self._is_window_late(actual):
+                merging.retire_window(actual)
+                continue
+            skipped = False
+            state_window = merging.get_state_window(actual)
+            state.put(state_window, self.contents.add(state.get(state_window), record))
+            self._on_trigger(self.trigger.on_element(record, timestamp, actual,
+                                                     self._bind(actual)), actual, state_window,
+                             merging)
+            self._register_cleanup_timer(actual)
+        self._persist(merging)
+        if skipped and self._is_element_late(timestamp):
+            self._late(record, timestamp)
+
+    def _merge_function(self, merge_result: Any, merged_windows: List[Any],
+                        state_window_result: Any, merged_state_windows: List[Any]) -> None:
+        """Windows merged: their timers and trigger state go, their contents fold into the
+        result's state window, and the trigger re-establishes itself for the result."""
+        if self._event_time and merge_result.max_timestamp() + self.allowed_lateness \
+                <= self.current_watermark:
+            raise RuntimeError(f"{self.name}: windows {merged_windows} merged into "
+                               f"{merge_result}, which is already late")
+        trigger, ctx = self.trigger, self._trigger_ctx
+        for window in merged_windows:
+            trigger.clear(window, self._bind(window))
+            self._delete_cleanup_timer(window)
+        state = self._contents_state
+        acc = state.get(state_window_result)
+        for sw in merged_state_windows:
+            acc = self.contents.merge(acc, state.get(sw))
+            state.remove(sw)
+        if acc is not None:
+            state.put(state_window_result, acc)
+        self._bind(merge_result)
+        ctx.merged = list(merged_windows)
+        try:
+            trigger.on_merge(merge_result, ctx)
+        finally:
+            ctx.merged = []
+
+    def _late(self, record: Any, timestamp: Optional[int]) -> None:
+        if self.late_data_tag is not None:
+            self._collector.collect_side(self.late_data_tag, record, timestamp)
+        else:
+            self.late_records_dropped += 1
+
+    # -- triggers and timers -----------------------------------------------------------
+    def _bind(self, window: Any) -> _TriggerContext:
+        self._trigger_ctx.window = window
+        return self._trigger_ctx
+
+    def _on_trigger(self, result: TriggerResult, window: Any, state_window: Any,
+                    merging: Optional[MergingWindowSet] = None) -> None:
+        if result is TriggerResult.CONTINUE:
+            return
+        state = self._contents_state
+        if result.is_fire():
+            contents = state.get(state_window)
+            if contents is not None:
+                self._emit(window, contents)
+        if result.is_purge():
+            state.remove(state_window)
+
+    def _emit(self, window: Any, contents: Any) -> None:
+        key = self._backend.get_current_key()
+        out = self.window_function.process(key, window, self._window_ctx.bind(window),
+                                           self.contents.result(contents))
+        self._collector.collect(out, window.max_timestamp())
+
+    def _on_timer(self, fire: Callable[..., TriggerResult], time: int, window: Any) -> None:
+        merging = None
+        state_window = window
+        if self._merging:
+            merging = MergingWindowSet(self.assigner, self._merging_state.value())
+            state_window = merging.get_state_window(window)
+            if state_window is None:
+                return  # the window was merged away or already cleaned up
+        try:
+            self._on_trigger(fire(time, window, self._bind(window)), window, state_window)
+            if self._is_cleanup_time(window, time):
+                self._clear_all_state(window, state_window, merging)
+            if merging is not None:
+                self._persist(merging)
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def _on_event_time(self, time: int, window: Any) -> None:
+        self._on_timer(self.trigger.on_event_time, time, window)
+
+    def _on_processing_time(self, time: int, window: Any) -> None:
+        self._on_timer(self.trigger.on_processing_time, time, window)
+        self._collector.flush()
+
+    def on_watermark(self, timestamp: int) -> None:
+        self.timer_service.advance_watermark(timestamp)
+        self._collector.flush()
+
+    def finish(self) -> None:
+        if self.ctx.batch_execution:  # processing time ends with the input in BATCH
+            self.timer_service.fire_all_processing_time()
+            self._collector.flush()
+
+    def _clear_all_state(self, window: Any, state_window: Any,
+                         merging: Optional[MergingWindowSet]) -> None:
+        self._contents_state.remove(state_window)
+        self.trigger.clear(window, self._bind(window))
+        self.window_function.clear(window, self._window_ctx.bind(window))
+        if merging is not None:
+            merging.retire_window(window)
+
+    def _persist(self, merging: MergingWindowSet) -> None:
+        if merging.has_changed():
+            pairs = merging.persist()
+            if pairs:
+                self._merging_state.update(pairs)
+            else:
+                self._merging_state.clear()
+
+    # -- lateness ----------------------------------------------------------------------
+    def _cleanup_time(self, window: Any) -> int:
+        end = window.max_timestamp()
+        if not self._event_time:
+            return end
+        cleanup = end + self.allowed_lateness
+        return cleanup if cleanup >= end and cleanup < MAX_WATERMARK else MAX_WATERMARK
+
+    def _is_cleanup_time(self, window: Any, time: int) -> bool:
+        return time == self._cleanup_time(window)
+
+    def _is_window_late(self, window: Any) -> bool:
+        return self._event_time and self._cleanup_time(window) <= self.current_watermark
+
+    def _is_element_late(self, timestamp: Optional[int]) -> bool:
+        return (self._event_time and timestamp is not None
+                and timestamp + self.allowed_lateness <= self.current_watermark)
+
+    def _register_cleanup_timer(self, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup == MAX_WATERMARK:
+            return  # global and count windows are never cleaned up by time
+        if self._event_time:
+            self.timer_service.register_event_time_timer(window, cleanup)
+        else:
+            self.timer_service.register_processing_time_timer(window, cleanup)
+
+    def _delete_cleanup_timer(self, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup == MAX_WATERMARK:
+            return
+        if self._event_time:
+            self.timer_service.delete_event_time_timer(window, cleanup)
+        else:
+            self.timer_service.delete_processing_time_timer(window, cleanup)
