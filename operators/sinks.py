@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from flowray.operators.base import StreamOperator, adapt_function, close_function, open_function
 
@@ -146,13 +146,15 @@ class DriverSinkOperator(StreamOperator):
     ``mode="collect"`` sends the records themselves.
     """
 
-    def __init__(self, mode: str, endpoint_id: str, name: Optional[str] = None) -> None:
+    def __init__(self, mode: str, endpoint_id: str, name: Optional[str] = None,
+                 formatter: Optional[Callable[[Any], str]] = None) -> None:
         if mode not in ("print", "collect"):
             raise ValueError(mode)
         super().__init__(name or ("Sink: Print to Std. Out" if mode == "print"
                                   else "Sink: Collect"))
         self.mode = mode
         self.endpoint_id = endpoint_id
+        self.formatter = formatter or str
 
     def open(self) -> None:
         # the task provides the channel: an object with send(records) and end()
@@ -161,8 +163,8 @@ class DriverSinkOperator(StreamOperator):
 
     def process_batch(self, records, key_groups, timestamps=None):
         if self.mode == "print":
-            p = self._prefix
-            records = [f"{p}{r}" for r in records]
+            p, fmt = self._prefix, self.formatter
+            records = [f"{p}{fmt(r)}" for r in records]
         self._channel.send(list(records))
 
     def finish(self) -> None:

@@ -3,10 +3,13 @@ places that need a schema (e.g. writing to Spark) and otherwise not enforced."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+import struct
+from decimal import Decimal
+from typing import Callable, List, Optional, Sequence
 
 __all__ = ["TypeInformation", "Types", "RowTypeInfo", "TupleTypeInfo", "BasicTypeInfo",
-           "ListTypeInfo", "MapTypeInfo", "PickledBytesTypeInfo"]
+           "ListTypeInfo", "MapTypeInfo", "PickledBytesTypeInfo", "record_formatter",
+           "value_converter"]
 
 
 class TypeInformation:
@@ -124,3 +127,96 @@ class Types:
     @staticmethod
     def ROW_NAMED(field_names: Sequence[str], field_types: Sequence[TypeInformation]) -> RowTypeInfo:
         return RowTypeInfo(field_types, field_names)
+
+
+def _java_float(value: float) -> str:
+    """``Double.toString``: ``1.0E10`` and ``1.0E-5`` where Python writes ``1e+10``."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    mantissa, exponent = f"{Decimal(repr(float(value))).normalize():E}".split("E")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}E{int(exponent)}"
+
+
+def _java_string(value: object, type_info: Optional[TypeInformation]) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_float(value)
+    if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)) and isinstance(value, (tuple, list)):
+        return record_formatter(type_info)(value)
+    return str(value)
+
+
+def record_formatter(type_info: Optional[TypeInformation]) -> "Callable[[object], str]":
+    """How ``print()`` shows a record of ``type_info``, as PyFlink does: records of a
+    declared ``Types.TUPLE`` print as Java's ``Tuple.toString`` (``(hi,0,5,4)``), of a
+    ``Types.ROW`` as Java's ``Row.toString`` (``+I[hi, 4]``); untyped (pickled) records
+    print as Python's ``str``.
+
+    >>> record_formatter(Types.TUPLE([Types.STRING(), Types.INT()]))(("hi", 4))
+    '(hi,4)'
+    >>> record_formatter(Types.ROW([Types.STRING(), Types.BOOLEAN()]))(("hi", True))
+    '+I[hi, true]'
+    >>> record_formatter(None)(("hi", 4))
+    "('hi', 4)"
+    """
+    if isinstance(type_info, TupleTypeInfo):
+        fields = type_info.field_types
+
+        def tuple_string(record: object) -> str:
+            values = list(record)  # type: ignore[call-overload]
+            types = fields if len(fields) == len(values) else [None] * len(values)
+            return "(" + ",".join(_java_string(v, t) for v, t in zip(values, types)) + ")"
+        return tuple_string
+    if isinstance(type_info, RowTypeInfo):
+        fields_r = type_info.field_types
+
+        def row_string(record: object) -> str:
+            values = list(record)  # type: ignore[call-overload]
+            types = fields_r if len(fields_r) == len(values) else [None] * len(values)
+            return "+I[" + ", ".join(_java_string(v, t) for v, t in zip(values, types)) + "]"
+        return row_string
+    return str
+
+
+def _to_float32(value: object) -> object:
+    if isinstance(value, float):
+        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+    return value
+
+
+_FLOAT32 = struct.Struct("<f")
+
+
+def value_converter(type_info: Optional[TypeInformation]) -> Optional[Callable[[object], object]]:
+    """What a value of ``type_info`` becomes when PyFlink serializes it, for the types
+    whose value changes (``Types.FLOAT`` is a 32-bit float: ``110.1`` reads back as
+    ``110.0999984741211``); ``None`` when values pass unchanged.
+
+    >>> value_converter(Types.TUPLE([Types.STRING(), Types.FLOAT()]))(("a", 110.1))
+    ('a', 110.0999984741211)
+    >>> value_converter(Types.TUPLE([Types.STRING(), Types.INT()])) is None
+    True
+    """
+    if isinstance(type_info, BasicTypeInfo) and type_info.name == "FLOAT":
+        return _to_float32
+    if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)):
+        fields = [value_converter(t) for t in type_info.field_types]
+        if not any(fields):
+            return None
+
+        def convert(record: object) -> object:
+            if not isinstance(record, (tuple, list)) or len(record) != len(fields):
+                return record
+            out = [v if f is None else f(v) for v, f in zip(record, fields)]
+            return type(record)(out) if type(record) in (tuple, list) else record
+        return convert
+    return None

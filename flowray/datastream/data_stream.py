@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from flowray.common.typeinfo import Types, record_formatter
 from flowray.operators.base import StreamOperator, keyed_state_methods_used
 from flowray.operators.basic import (
     CoFlatMapOperator,
@@ -134,32 +135,47 @@ class DataStream:
         return self  # every subtask is its own actor: nothing to share
 
     # -- transformations ---------------------------------------------------------------
-    def _one_input(self, op: StreamOperator) -> "DataStream":
-        return DataStream(self._env, self._env._add(OperatorTransformation(op, [self._t])))
+    def _one_input(self, op: StreamOperator, output_type: Any = None,
+                   keeps_type: bool = False) -> "DataStream":
+        """A stream of ``op`` applied to this one; its records are of ``output_type``, or
+        of this stream's type when ``keeps_type`` (filter, reduce...)."""
+        t = self._env._add(OperatorTransformation(op, [self._t]))
+        t.output_type = self.get_type() if keeps_type else output_type
+        return DataStream(self._env, t)
+
+    def get_type(self) -> Any:
+        """The declared type of this stream's records (``output_type=`` / ``type_info=``
+        upstream), or ``Types.PICKLED_BYTE_ARRAY()`` for plain Python objects."""
+        t = self._t
+        while getattr(t, "output_type", None) is None and t.is_virtual and t.inputs:
+            t = t.inputs[0]
+        declared = getattr(t, "output_type", None)
+        return declared if declared is not None else Types.PICKLED_BYTE_ARRAY()
 
     def _check_stateless(self, fn: Any, name: str) -> None:
         _check_not_keyed_state(fn, name)
 
     def map(self, func: Any, output_type: Any = None) -> "DataStream":
         self._check_stateless(func, "Map")
-        return self._one_input(MapOperator(func))
+        return self._one_input(MapOperator(func), output_type)
 
     def flat_map(self, func: Any, output_type: Any = None) -> "DataStream":
         self._check_stateless(func, "Flat Map")
-        return self._one_input(FlatMapOperator(func))
+        return self._one_input(FlatMapOperator(func), output_type)
 
     def filter(self, func: Any) -> "DataStream":
         self._check_stateless(func, "Filter")
-        return self._one_input(FilterOperator(func))
+        return self._one_input(FilterOperator(func), keeps_type=True)
 
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
         self._check_stateless(func, "Process")
-        return self._one_input(ProcessOperator(func))
+        return self._one_input(ProcessOperator(func), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
         """Records get timestamps from the strategy's assigner and the stream gets the
         strategy's watermarks (upstream watermarks are dropped, as in Flink)."""
-        return self._one_input(TimestampsAndWatermarksOperator(watermark_strategy))
+        return self._one_input(TimestampsAndWatermarksOperator(watermark_strategy),
+                               keeps_type=True)
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         """The records this operator sent to ``output_tag`` (yielded as ``(tag, value)``,
@@ -169,7 +185,9 @@ class DataStream:
         if self._t.is_virtual:
             raise GraphError("get_side_output applies to the output of an operator (e.g. "
                              "after process(...)), not to a partitioning, union or side output")
-        return DataStream(self._env, SideOutputTransformation(self._t, output_tag.tag_id))
+        t = SideOutputTransformation(self._t, output_tag.tag_id)
+        t.output_type = output_tag.type_info
+        return DataStream(self._env, t)
 
     def window_all(self, window_assigner: Any) -> "AllWindowedStream":
         """All records in windows of ``window_assigner``, evaluated at parallelism 1."""
@@ -228,7 +246,8 @@ class DataStream:
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
         """Print each record on the driver's stdout (``"2> record"`` when parallel)."""
         name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
-        return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name))
+        return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name,
+                                             record_formatter(self.get_type())))
 
     def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
         """Write to ``sink``: a :class:`Sink` (at-least-once) or a
@@ -297,23 +316,25 @@ class KeyedStream(DataStream):
     def _check_stateless(self, fn: Any, name: str) -> None:
         pass  # keyed state is allowed here
 
-    def _keyed(self, op: StreamOperator) -> DataStream:
-        return self._one_input(op)
+    def _keyed(self, op: StreamOperator, output_type: Any = None,
+               keeps_type: bool = False) -> DataStream:
+        return self._one_input(op, output_type, keeps_type)
 
     def map(self, func: Any, output_type: Any = None) -> DataStream:
-        return self._keyed(MapOperator(func, key_selector=self._key_selector))
+        return self._keyed(MapOperator(func, key_selector=self._key_selector), output_type)
 
     def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
-        return self._keyed(FlatMapOperator(func, key_selector=self._key_selector))
+        return self._keyed(FlatMapOperator(func, key_selector=self._key_selector), output_type)
 
     def filter(self, func: Any) -> DataStream:
-        return self._keyed(FilterOperator(func, key_selector=self._key_selector))
+        return self._keyed(FilterOperator(func, key_selector=self._key_selector),
+                           keeps_type=True)
 
     def process(self, func: Any, output_type: Any = None) -> DataStream:
-        return self._keyed(KeyedProcessOperator(func, self._key_selector))
+        return self._keyed(KeyedProcessOperator(func, self._key_selector), output_type)
 
     def reduce(self, func: Any) -> DataStream:
-        return self._keyed(KeyedReduceOperator(func, self._key_selector))
+        return self._keyed(KeyedReduceOperator(func, self._key_selector), keeps_type=True)
 
     def _aggregate(self, kind: str, field: Union[int, str]) -> DataStream:
         return self._keyed(
@@ -321,7 +342,8 @@ class KeyedStream(DataStream):
                 field_aggregator(kind, field),
                 self._key_selector,
                 name=f"Keyed Aggregation ({kind})",
-            )
+            ),
+            keeps_type=True,
         )
 
     def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
@@ -367,9 +389,10 @@ class ConnectedStreams:
         self.stream1 = first
         self.stream2 = second
 
-    def _two_input(self, op: StreamOperator) -> DataStream:
+    def _two_input(self, op: StreamOperator, output_type: Any = None) -> DataStream:
         env = self.stream1._env
         t = env._add(OperatorTransformation(op, [self.stream1._t, self.stream2._t]))
+        t.output_type = output_type
         return DataStream(env, t)
 
     def key_by(self, key_selector1: Any, key_selector2: Any) -> "ConnectedStreams":
@@ -379,11 +402,11 @@ class ConnectedStreams:
 
     def map(self, func: Any, output_type: Any = None) -> DataStream:
         _check_not_keyed_state(func, "Co-Map")
-        return self._two_input(CoMapOperator(func))
+        return self._two_input(CoMapOperator(func), output_type)
 
     def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
         _check_not_keyed_state(func, "Co-Flat Map")
-        return self._two_input(CoFlatMapOperator(func))
+        return self._two_input(CoFlatMapOperator(func), output_type)
 
     def _keyed_selectors(self) -> Optional[tuple]:
         s1, s2 = self.stream1, self.stream2
@@ -396,6 +419,6 @@ class ConnectedStreams:
         ``KeyedCoProcessFunction`` with keyed state and timers."""
         selectors = self._keyed_selectors()
         if selectors is not None:
-            return self._two_input(KeyedCoProcessOperator(func, *selectors))
+            return self._two_input(KeyedCoProcessOperator(func, *selectors), output_type)
         _check_not_keyed_state(func, "Co-Process")
-        return self._two_input(CoProcessOperator(func))
+        return self._two_input(CoProcessOperator(func), output_type)

@@ -21,6 +21,7 @@ from flowray.common.options import (
     PIPELINE_NAME,
 )
 from flowray.common.restart_strategy import RestartStrategyConfiguration
+from flowray.common.typeinfo import value_converter
 from flowray.datastream.checkpoint_config import CheckpointConfig
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 from flowray.datastream.data_stream import DataStream
@@ -158,9 +159,14 @@ class StreamExecutionEnvironment:
 
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> "DataStream":
         """A bounded stream of the collection's items (parallelism 1, as in PyFlink)."""
-        op = SourceOperator(CollectionSource(list(collection)), "Source: Collection Source")
+        items = list(collection)
+        convert = value_converter(type_info)
+        if convert is not None:  # e.g. Types.FLOAT fields become 32-bit floats, as in PyFlink
+            items = [convert(item) for item in items]
+        op = SourceOperator(CollectionSource(items), "Source: Collection Source")
         t = self._add(OperatorTransformation(op))
         t.parallelism = 1
+        t.output_type = type_info
         return DataStream(self, t)
 
     def from_source(
@@ -172,7 +178,9 @@ class StreamExecutionEnvironment:
     ) -> "DataStream":
         name = f"Source: {source_name}" if source_name else None
         op = SourceOperator(source, name, watermark_strategy)
-        return DataStream(self, self._add(OperatorTransformation(op)))
+        t = self._add(OperatorTransformation(op))
+        t.output_type = type_info
+        return DataStream(self, t)
 
     # -- running -----------------------------------------------------------------------
     def _prepare(

@@ -96,7 +96,7 @@ class _Windowed:
         return self
 
     def _build(self, contents: PaneContents, window_function: Any, style: Optional[str],
-               name: str) -> "DataStream":
+               name: str, output_type: Any = None) -> "DataStream":
         single_value = contents.kind != "list"
         internal = internal_window_function(window_function, keyed=self._keyed,
                                             single_value=single_value, style=style)
@@ -104,7 +104,9 @@ class _Windowed:
         op = WindowOperator(self._assigner, trigger, contents, internal, self._key_selector,
                             self._allowed_lateness, self._late_tag,
                             name=f"Window({self._assigner!r}, {trigger!r}, {name})")
-        result = self._input._one_input(op)
+        keeps_type = output_type is None and window_function is None \
+            and contents.kind == "reduce"   # a plain reduce emits its input's type
+        result = self._input._one_input(op, output_type, keeps_type)
         if not self._keyed:
             result._t.parallelism = 1
         return result
@@ -114,7 +116,7 @@ class _Windowed:
         """Reduce each pane incrementally; ``window_function`` (optional) gets the one
         reduced value with the window."""
         return self._build(PaneContents("reduce", reduce_function), window_function, None,
-                           "reduce")
+                           "reduce", output_type)
 
     def aggregate(self, aggregate_function: Any, window_function: Any = None,
                   accumulator_type: Any = None, output_type: Any = None) -> "DataStream":
@@ -124,14 +126,15 @@ class _Windowed:
                 raise TypeError(f"aggregate() expects an AggregateFunction; "
                                 f"{aggregate_function!r} has no {m}()")
         return self._build(PaneContents("aggregate", aggregate_function), window_function,
-                           None, "aggregate")
+                           None, "aggregate", output_type)
 
     def apply(self, window_function: Any, output_type: Any = None) -> "DataStream":
-        return self._build(PaneContents("list"), window_function, "apply", "apply")
+        return self._build(PaneContents("list"), window_function, "apply", "apply",
+                           output_type)
 
     def process(self, process_window_function: Any, output_type: Any = None) -> "DataStream":
         return self._build(PaneContents("list"), process_window_function, "process",
-                           "process")
+                           "process", output_type)
 
 
 class WindowedStream(_Windowed):

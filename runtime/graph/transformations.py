@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.network.partitioners import (
@@ -54,6 +54,8 @@ class Transformation:
         self.parallelism: Optional[int] = None
         self.max_parallelism: Optional[int] = None
         self.chaining = ChainingStrategy.ALWAYS
+        #: the declared type of the records (``output_type=``), ``None``: Python objects
+        self.output_type: Optional[Any] = None
 
     @property
     def is_virtual(self) -> bool:

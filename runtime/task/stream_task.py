@@ -65,7 +65,6 @@ from flowray.state.snapshot import TaskStateSnapshot
 from flowray.state.state_backend import create_keyed_backend
 
 from flowray.common.configuration import Configuration
-from flowray.common.constants import MAX_WATERMARK
 from flowray.common.options import (
     AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,

@@ -1,0 +1,45 @@
+"""PyFlink's own DataStream example programs, run with only their imports changed to
+``flowray``, print what PyFlink 2.3 printed (tests/acceptance/pyflink_examples/expected).
+
+Each example runs in its own process, on the test session's Ray cluster (``RAY_ADDRESS``).
+The state-TTL examples run without their StateTtlConfig lines (TTL is a later issue).
+"""
+
+import pytest
+
+from tests.acceptance.pyflink_examples.harness import (
+    actual_lines,
+    expected_lines,
+    run_with_flowray,
+    without_state_ttl,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+WINDOWING = ["tumbling_time_window", "sliding_time_window", "session_with_gap_window",
+             "session_with_dynamic_gap_window", "tumbling_count_window"]
+
+
+@pytest.fixture(scope="module")
+def on_session_cluster(ray_session, monkeypatch_module):
+    import ray
+
+    monkeypatch_module.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.mark.parametrize("example", WINDOWING + ["word_count"])
+def test_example_prints_what_pyflink_prints(on_session_cluster, example):
+    output = run_with_flowray(example)
+    assert actual_lines(example, output) == expected_lines(example)
+
+
+@pytest.mark.parametrize("example", ["event_time_timer", "state_access"])
+def test_state_example_without_ttl_prints_what_pyflink_prints(on_session_cluster, example):
+    output = run_with_flowray(example, rewrite=without_state_ttl)
+    assert actual_lines(example, output) == expected_lines(example)
