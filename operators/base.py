@@ -337,6 +337,8 @@ class StreamOperator:
             self.current_watermark = combined
             self.on_watermark(combined)
             self.output.emit_watermark(combined)
+            for side in self.side_outputs.values():  # side outputs follow event time too
+                side.emit_watermark(combined)
 
     def process_watermark_status(self, idle: bool, input_index: int = 0) -> None:
         """An input went idle (it no longer holds the watermark back) or active again;
@@ -350,6 +352,8 @@ class StreamOperator:
         if now_idle != self._output_idle:
             self._output_idle = now_idle
             self.output.emit_watermark_status(now_idle)
+            for side in self.side_outputs.values():
+                side.emit_watermark_status(now_idle)
 
     def on_watermark(self, timestamp: int) -> None:
         """Hook: event time reached ``timestamp`` (fire event-time timers here)."""

@@ -10,6 +10,7 @@ from typing import Any, Callable, List, Optional
 
 from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.keyed_backend import StateAccessError
 from flowray.state.key_groups import KeyGroupAssigner
 
 from flowray.operators.base import (
@@ -333,8 +334,14 @@ class KeyedReduceOperator(OneInputOperator):
         append = out.append
         missing = _MISSING
         if key_groups is None:
-            assign = self._assign
+            assign, kg_range = self._assign, self._backend.key_group_range
             key_groups = [assign(key_of(r)) for r in records]
+            for r, kg in zip(records, key_groups):
+                if kg not in kg_range:
+                    raise StateAccessError(
+                        f"{self.name}: key {key_of(r)!r} belongs to key group {kg}, outside "
+                        f"this subtask's range [{kg_range.start}, {kg_range.end}]; is the "
+                        "key selector deterministic?")
         try:
             for r, kg in zip(records, key_groups):
                 k = key_of(r)

@@ -19,11 +19,12 @@ every ``pipeline.auto-watermark-interval`` of processing time, as in Flink.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from flowray.common.constants import MAX_WATERMARK
 from flowray.common.watermark_strategy import (
     CheckedWatermarkOutput,
+    WatermarkGenerator,
     WatermarkOutput,
     WatermarkStrategy,
     extract_timestamps,
@@ -43,6 +44,13 @@ def check_watermark_strategy(strategy: Any, where: str) -> Optional[WatermarkStr
                     f"for_bounded_out_of_orderness(Duration.of_seconds(1))), got {strategy!r}")
 
 
+def _per_event(generator: Any) -> bool:
+    """Whether ``generator`` (or the one an idleness wrapper holds) sees events one at a
+    time (``on_event``) rather than overriding ``on_events`` for whole batches."""
+    inner = getattr(generator, "watermarks", generator)
+    return type(inner).on_events is WatermarkGenerator.on_events
+
+
 class _OperatorWatermarkOutput(WatermarkOutput):
     """The generator's output: watermarks that advance, and idleness, go downstream."""
 
@@ -50,11 +58,15 @@ class _OperatorWatermarkOutput(WatermarkOutput):
         self._output = output
         self.current: Optional[int] = None
         self.idle = False
+        #: called before a watermark goes out (emits the records it was generated from)
+        self.before_watermark: Optional[Callable[[], None]] = None
 
     def emit_watermark(self, timestamp: int) -> None:
         if self.current is not None and timestamp <= self.current:
             return
         self.current = timestamp
+        if self.before_watermark is not None:
+            self.before_watermark()
         if self.idle:
             self.mark_active()
         self._output.emit_watermark(timestamp)
@@ -87,23 +99,58 @@ class WatermarkEmission:
         self._assigner = strategy.create_timestamp_assigner()
         self._generator = strategy.create_watermark_generator(clock)
         self._wm_output = _OperatorWatermarkOutput(output)
+        #: a user's generator may emit from on_event (punctuated): records one by one,
+        #: unless it takes whole batches (overrides on_events)
+        self._punctuated = strategy.has_custom_generator() and _per_event(self._generator)
         self._gen_output: WatermarkOutput = (
             CheckedWatermarkOutput(self._wm_output, operator_name)
             if strategy.has_custom_generator() else self._wm_output)
 
     def emit(self, records: List[Any], timestamps: Optional[List[Any]]) -> None:
+        """Stamp and emit ``records``, then show them to the generator: a watermark it
+        emits for them follows them downstream (as Flink's emit-then-``onEvent``)."""
         if not records:
             return
         if self._assigner is not None:
             timestamps = extract_timestamps(self._assigner, records, timestamps,
                                             self.operator_name)
+        if self._punctuated and timestamps is not None:
+            self._emit_record_by_record(records, timestamps)
+            return
+        if self._assigner is not None:
+            self.output.emit(records, timestamps)
             self._generator.on_events(records, timestamps, self._gen_output)
-        elif timestamps is not None:
+            return
+        self.output.emit(records, timestamps)
+        if timestamps is not None:
             stamped = [(r, t) for r, t in zip(records, timestamps) if t is not None]
             if stamped:
                 self._generator.on_events([r for r, _ in stamped], [t for _, t in stamped],
                                           self._gen_output)
-        self.output.emit(records, timestamps)
+
+    def _emit_record_by_record(self, records: List[Any], timestamps: List[Any]) -> None:
+        """A user's generator may emit a watermark from ``on_event``: it must follow
+        exactly the records before it, so records go out in runs between watermarks."""
+        pending: List[Any] = []
+        pending_ts: List[Any] = []
+
+        def flush() -> None:
+            if pending:
+                self.output.emit(list(pending), list(pending_ts))
+                pending.clear()
+                pending_ts.clear()
+
+        self._wm_output.before_watermark = flush
+        try:
+            on_event, out = self._generator.on_event, self._gen_output
+            for r, t in zip(records, timestamps):
+                pending.append(r)
+                pending_ts.append(t)
+                if t is not None:
+                    on_event(r, t, out)
+            flush()
+        finally:
+            self._wm_output.before_watermark = None
 
     def periodic_emit(self) -> None:
         self._generator.on_periodic_emit(self._gen_output)

@@ -286,6 +286,14 @@ class WindowOperator(OneInputOperator):
             raise RuntimeError(f"{self.name}: windows {merged_windows} merged into "
                                f"{merge_result}, which is already late")
         trigger, ctx = self.trigger, self._trigger_ctx
+        # as Flink: the trigger merges its state into the result first, then the merged
+        # windows' trigger state and cleanup timers go
+        self._bind(merge_result)
+        ctx.merged = list(merged_windows)
+        try:
+            trigger.on_merge(merge_result, ctx)
+        finally:
+            ctx.merged = []
         for window in merged_windows:
             trigger.clear(window, self._bind(window))
             self._delete_cleanup_timer(window)
@@ -296,12 +304,6 @@ class WindowOperator(OneInputOperator):
             state.remove(sw)
         if acc is not None:
             state.put(state_window_result, acc)
-        self._bind(merge_result)
-        ctx.merged = list(merged_windows)
-        try:
-            trigger.on_merge(merge_result, ctx)
-        finally:
-            ctx.merged = []
 
     def _late(self, record: Any, timestamp: Optional[int]) -> None:
         if self.late_data_tag is not None:

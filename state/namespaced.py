@@ -217,27 +217,31 @@ class NamespacedStates:
 
     def merge(self, descriptor: StateDescriptor, target: Any, sources: Iterable[Any]) -> None:
         """Fold the values of ``sources`` into ``target`` (reduce, aggregate-merge, list
-        concatenation) and clear the sources; value and map state cannot be merged."""
+        concatenation) and clear the sources; value and map state cannot be merged (a
+        ``StateAccessError``, nothing changed)."""
+        if descriptor.kind in (StateKind.VALUE, StateKind.MAP):
+            raise StateAccessError(f"state {descriptor.name!r}: {descriptor.kind.value} "
+                                   "state cannot be merged")
         store = self._store(descriptor)
         acc = store.get(target)
+        merged = []
         for ns in sources:
             if ns == target:
                 continue
             v = store.get(ns)
             if v is None:
                 continue
-            store.remove(ns)
+            merged.append(ns)
             if acc is None:
                 acc = v
             elif isinstance(descriptor, ReducingStateDescriptor):
                 acc = descriptor.reduce_function(acc, v)
             elif isinstance(descriptor, AggregatingStateDescriptor):
                 acc = descriptor.agg_function.merge(acc, v)
-            elif descriptor.kind is StateKind.LIST:
-                acc = list(acc) + list(v)
             else:
-                raise StateAccessError(f"state {descriptor.name!r}: {descriptor.kind.value} "
-                                       "state cannot be merged")
+                acc = list(acc) + list(v)
+        for ns in merged:
+            store.remove(ns)
         if acc is not None:
             store.put(target, acc)
 

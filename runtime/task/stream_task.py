@@ -487,8 +487,12 @@ class StreamTask:
                     elif t is EndOfPartition:
                         live.remove(reader)
                         wm = valves[idx].on_end_of_partition(cid)
-                        if wm is not None and not skip_records:
-                            head.process_watermark(wm, idx)
+                        idle = valves[idx].status_change()
+                        if not skip_records:
+                            if wm is not None:
+                                head.process_watermark(wm, idx)
+                            if idle is not None:
+                                head.process_watermark_status(idle, idx)
                         open_channels[idx] -= 1
                         if open_channels[idx] == 0 and not skip_records:
                             head.end_input(idx)

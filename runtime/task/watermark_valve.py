@@ -63,6 +63,16 @@ class WatermarkValve:
         self._unaligned.discard(channel)
         return self._advance()
 
+    def status_change(self) -> Optional[bool]:
+        """The input's new idleness if it changed since last reported (e.g. after the last
+        active channel ended while the others are idle), else ``None``."""
+        live = [c for c in self._wm if c not in self._ended]
+        now_idle = bool(live) and all(c in self._idle for c in live)
+        if now_idle == self.idle:
+            return None
+        self.idle = now_idle
+        return now_idle
+
     def on_status(self, channel: str, idle: bool) -> Tuple[Optional[int], Optional[bool]]:
         """A channel went idle or active: ``(new watermark or None, new input status or
         None)``; the status is reported only when the input's idleness changed."""
@@ -76,10 +86,4 @@ class WatermarkValve:
             if self._wm[channel] < self.current:
                 self._unaligned.add(channel)
         wm = self._advance()
-        live = [c for c in self._wm if c not in self._ended]
-        now_idle = bool(live) and all(c in self._idle for c in live)
-        changed = None
-        if now_idle != self.idle:
-            self.idle = now_idle
-            changed = now_idle
-        return wm, changed
+        return wm, self.status_change()
