@@ -67,6 +67,7 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
         self._timer_service = _KeyedTimerService(op)
         self._domain: Optional[TimeDomain] = None
         self._timestamp: Optional[int] = None
+        self._stamp: Optional[int] = None  # what outputs of this call carry
 
     def timestamp(self) -> Optional[int]:
         return self._timestamp
@@ -84,7 +85,7 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
         """Send ``value`` to the side output ``output_tag`` (same as yielding the pair)."""
-        self._op._collector.collect_side(output_tag, value, self._timestamp)
+        self._op._collector.collect_side(output_tag, value, self._stamp)
 
 
 class _KeyedTimersOperator:
@@ -106,15 +107,15 @@ class _KeyedTimersOperator:
         if self._on_timer is None:
             return
         ctx = self._pctx
-        ctx._domain, ctx._timestamp = domain, timestamp
         # event-time timer output carries the timer's timestamp, processing-time none
         stamp = timestamp if domain is TimeDomain.EVENT_TIME else None
+        ctx._domain, ctx._timestamp, ctx._stamp = domain, timestamp, stamp
         try:
             self._collector.collect(self._on_timer(timestamp, ctx), stamp)
         except Exception as e:
             raise self.user_error(e) from e
         finally:
-            ctx._domain = ctx._timestamp = None
+            ctx._domain = ctx._timestamp = ctx._stamp = None
 
     def _on_event_time(self, timestamp: int, namespace: Any) -> None:
         self._fire(TimeDomain.EVENT_TIME, timestamp)
@@ -141,12 +142,12 @@ class _KeyedTimersOperator:
             for i, r in enumerate(records):
                 set_key(key_of(r), None if key_groups is None else key_groups[i])
                 t = None if timestamps is None else timestamps[i]
-                ctx._timestamp = t
+                ctx._timestamp = ctx._stamp = t
                 collect(call(r, ctx), t)
         except Exception as e:
             raise self.user_error(e) from e
         finally:
-            ctx._timestamp = None
+            ctx._timestamp = ctx._stamp = None
         self._collector.flush()
 
 

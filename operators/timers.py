@@ -25,6 +25,7 @@ rebuilds it from the state.
 from __future__ import annotations
 
 import heapq
+import numbers
 import itertools
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -108,16 +109,20 @@ class InternalTimerService:
                         TimeDomain.PROCESSING_TIME: _TimerQueue()}
         self._states = {d: backend.get_partitioned_state(
             MapStateDescriptor(timer_state_name(name, d))) for d in TimeDomain}
+        # the per-record path reaches these without hashing the enum
+        self._event_queue = self._queues[TimeDomain.EVENT_TIME]
+        self._event_live = self._event_queue.live
+        self._event_state = self._states[TimeDomain.EVENT_TIME]
         self._scheduled: Set[int] = set()
         self.current_watermark = MIN_WATERMARK
 
     # -- registering -------------------------------------------------------------------
     def _register(self, domain: TimeDomain, namespace: Any, timestamp: int) -> bool:
         if type(timestamp) is not int:
-            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Integral):
                 raise TypeError(f"a timer's timestamp must be an int (milliseconds), got "
                                 f"{timestamp!r}")
-            timestamp = int(timestamp)
+            timestamp = int(timestamp)  # e.g. numpy.int64
         backend = self._backend
         key = backend.get_current_key()
         if not self._queues[domain].add(timestamp, key, backend.get_current_key_group(),
@@ -127,6 +132,14 @@ class InternalTimerService:
         return True
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
+        if type(timestamp) is int:  # the common case, inlined: most calls find the timer
+            key = self._backend.get_current_key()
+            if (timestamp, key, namespace) in self._event_live:
+                return
+            self._event_queue.add(timestamp, key, self._backend.get_current_key_group(),
+                                  namespace)
+            self._event_state.put((timestamp, namespace), None)
+            return
         self._register(TimeDomain.EVENT_TIME, namespace, timestamp)
 
     def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:

@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional
 
 from flowray.common.constants import MAX_WATERMARK
-from flowray.state.descriptors import MapStateDescriptor, StateDescriptor, ValueStateDescriptor
+from flowray.state.descriptors import (
+    MapStateDescriptor,
+    StateDescriptor,
+    StateKind,
+    ValueStateDescriptor,
+)
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.namespaced import NamespacedKeyedStateStore, NamespacedStates
 
 from flowray.operators.base import (
@@ -55,24 +61,32 @@ class PaneContents:
         return [] if self.function is None else [self.function]
 
     def open(self, where: str) -> None:
+        """Resolve the user's function; from here ``add`` is one specialised function."""
         if self.kind == "reduce":
-            self._reduce = adapt_function(self.function, "reduce", where)
+            reduce = self._reduce = adapt_function(self.function, "reduce", where)
+
+            def add(contents: Any, record: Any) -> Any:
+                return record if contents is None else reduce(contents, record)
         elif self.kind == "aggregate":
             agg = self.function
             for m in ("create_accumulator", "add", "get_result"):
                 if not callable(getattr(agg, m, None)):
                     raise TypeError(f"{where}: the aggregate function {agg!r} has no {m}()")
+            agg_add, create = agg.add, agg.create_accumulator
+
+            def add(contents: Any, record: Any) -> Any:
+                return agg_add(record, create() if contents is None else contents)
+        else:
+            def add(contents: Any, record: Any) -> Any:
+                if contents is None:
+                    return [record]
+                contents.append(record)
+                return contents
+        self.add = add  # type: ignore[method-assign]
 
     def add(self, contents: Any, record: Any) -> Any:
-        if self.kind == "list":
-            if contents is None:
-                return [record]
-            contents.append(record)
-            return contents
-        if self.kind == "reduce":
-            return record if contents is None else self._reduce(contents, record)
-        agg = self.function
-        return agg.add(record, agg.create_accumulator() if contents is None else contents)
+        """``contents`` with ``record`` folded in (after :meth:`open`)."""
+        raise RuntimeError("PaneContents.open() was not called")
 
     def merge(self, a: Any, b: Any) -> Any:
         if a is None:
@@ -136,6 +150,22 @@ class _TriggerContext(Trigger.OnMergeContext):
         self._op._trigger_states.merge(state_descriptor, self.window, self.merged)
 
 
+class _MergingWindowStateStore:
+    """``window_state()`` of merging (session) windows: per-window state cannot follow a
+    merge, so any use of it fails, as in Flink."""
+
+    def __init__(self, operator_name: str) -> None:
+        self._name = operator_name
+
+    def _unsupported(self, state_descriptor: Any) -> Any:
+        raise RuntimeError(f"{self._name}: per-window state (window_state()) is not supported "
+                           "with merging windows (session windows), as in Flink; use "
+                           "global_state()")
+
+    get_state = get_list_state = get_map_state = _unsupported
+    get_reducing_state = get_aggregating_state = _unsupported
+
+
 class _WindowContext(InternalWindowFunction.InternalWindowContext):
     def __init__(self, op: "WindowOperator") -> None:
         self._op = op
@@ -152,6 +182,8 @@ class _WindowContext(InternalWindowFunction.InternalWindowContext):
         return self._op.current_watermark
 
     def window_state(self) -> Any:
+        if self._op._merging:
+            return _MergingWindowStateStore(self._op.name)
         return self._window_store
 
     def global_state(self) -> Any:
@@ -213,6 +245,7 @@ class WindowOperator(OneInputOperator):
         self._collector = ResultCollector(self.output, self.side_outputs)
         self._event_time = self.assigner.is_event_time()
         self.contents.open(self.name)
+        self._add_to_pane = self._pane_adder()
         self.timer_service = InternalTimerService(
             self.uid or self.name, backend, ctx.processing_time_service,
             self._on_event_time, self._on_processing_time)
@@ -244,18 +277,47 @@ class WindowOperator(OneInputOperator):
 
     def _process_record(self, record: Any, timestamp: Optional[int]) -> None:
         windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)
-        state, skipped = self._contents_state, True
+        skipped = True
+        event_time, watermark = self._event_time, self.current_watermark
+        trigger, add_to_pane = self.trigger, self._add_to_pane
         for window in windows:
-            if self._is_window_late(window):
-                continue
+            cleanup = self._cleanup_time(window)
+            if event_time and cleanup <= watermark:
+                continue  # the window is late: it was (or will be) cleaned up
             skipped = False
-            contents = self.contents.add(state.get(window), record)
-            state.put(window, contents)
-            self._on_trigger(self.trigger.on_element(record, timestamp, window,
-                                                     self._bind(window)), window, window)
-            self._register_cleanup_timer(window)
+            add_to_pane(window, record)
+            result = trigger.on_element(record, timestamp, window, self._bind(window))
+            if result is not TriggerResult.CONTINUE:
+                self._on_trigger(result, window, window)
+            if cleanup != MAX_WATERMARK:
+                if event_time:
+                    self.timer_service.register_event_time_timer(window, cleanup)
+                else:
+                    self.timer_service.register_processing_time_timer(window, cleanup)
         if skipped and self._is_element_late(timestamp):
             self._late(record, timestamp)
+
+    def _pane_adder(self) -> Callable[[Any, Any], None]:
+        """``add(window, record)``: fold ``record`` into the current key's pane of
+        ``window``; on the heap backend straight into its dicts (the per-record path)."""
+        fold = self.contents.add
+        backend = self._backend
+        if isinstance(backend, HeapKeyedStateBackend):
+            maps = backend.get_state_table(self.CONTENTS, StateKind.MAP).maps
+
+            def add_on_heap(window: Any, record: Any) -> None:
+                m = maps[backend._current_offset]
+                key = backend._current_key
+                panes = m.get(key)
+                if panes is None:
+                    panes = m[key] = {}
+                panes[window] = fold(panes.get(window), record)
+            return add_on_heap
+        state = self._contents_state
+
+        def add(window: Any, record: Any) -> None:
+            state.put(window, fold(state.get(window), record))
+        return add
 
     def _process_merging(self, record: Any, timestamp: Optional[int]) -> None:
         windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)

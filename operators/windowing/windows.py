@@ -35,16 +35,23 @@ class Window(abc.ABC):
         raise AttributeError(f"{type(self).__name__} is immutable")
 
 
-class TimeWindow(Window):
-    """The interval ``[start, end)`` in milliseconds."""
+class TimeWindow(tuple, Window):
+    """The interval ``[start, end)`` in milliseconds. A ``(start, end)`` tuple underneath, so
+    hashing, comparing and ordering windows (every record looks its pane up by window) run
+    in C; it equals the plain tuple ``(start, end)``."""
 
-    __slots__ = ("start", "end")
-    start: int
-    end: int
+    __slots__ = ()
 
-    def __init__(self, start: int, end: int) -> None:
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "end", end)
+    def __new__(cls, start: int, end: int) -> "TimeWindow":
+        return tuple.__new__(cls, (start, end))
+
+    @property
+    def start(self) -> int:
+        return self[0]
+
+    @property
+    def end(self) -> int:
+        return self[1]
 
     def max_timestamp(self) -> int:
         return self.end - 1
@@ -85,35 +92,6 @@ class TimeWindow(Window):
         for merge_result, to_be_merged in groups:
             if len(to_be_merged) > 1:
                 callback.merge(to_be_merged, merge_result)
-
-    def _key(self) -> Tuple[int, int]:
-        return self.start, self.end
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is TimeWindow and self._key() == other._key()  # type: ignore[union-attr]
-
-    def __hash__(self) -> int:
-        return hash(("TimeWindow", self.start, self.end))
-
-    def __lt__(self, other: "TimeWindow") -> bool:
-        if not isinstance(other, TimeWindow):
-            return NotImplemented
-        return self._key() < other._key()
-
-    def __le__(self, other: "TimeWindow") -> bool:
-        if not isinstance(other, TimeWindow):
-            return NotImplemented
-        return self._key() <= other._key()
-
-    def __gt__(self, other: "TimeWindow") -> bool:
-        if not isinstance(other, TimeWindow):
-            return NotImplemented
-        return self._key() > other._key()
-
-    def __ge__(self, other: "TimeWindow") -> bool:
-        if not isinstance(other, TimeWindow):
-            return NotImplemented
-        return self._key() >= other._key()
 
     def __reduce__(self) -> Tuple[Any, Tuple[int, int]]:
         return TimeWindow, (self.start, self.end)
