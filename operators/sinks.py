@@ -147,7 +147,8 @@ class DriverSinkOperator(StreamOperator):
     """
 
     def __init__(self, mode: str, endpoint_id: str, name: Optional[str] = None,
-                 formatter: Optional[Callable[[Any], str]] = None) -> None:
+                 formatter: Optional[Callable[[Any], str]] = None,
+                 sink_identifier: Optional[str] = None) -> None:
         if mode not in ("print", "collect"):
             raise ValueError(mode)
         super().__init__(name or ("Sink: Print to Std. Out" if mode == "print"
@@ -155,11 +156,18 @@ class DriverSinkOperator(StreamOperator):
         self.mode = mode
         self.endpoint_id = endpoint_id
         self.formatter = formatter or str
+        self.sink_identifier = sink_identifier
 
     def open(self) -> None:
         # the task provides the channel: an object with send(records) and end()
         self._channel = self.ctx.open_driver_channel(self.endpoint_id)
-        self._prefix = (f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else "")
+        # Flink's PrintSinkFunction: "id:2> ", "2> ", "id> " or nothing
+        ident, parallel = self.sink_identifier, self.ctx.parallelism > 1
+        index = self.ctx.subtask_index + 1
+        if ident:
+            self._prefix = f"{ident}:{index}> " if parallel else f"{ident}> "
+        else:
+            self._prefix = f"{index}> " if parallel else ""
 
     def process_batch(self, records, key_groups, timestamps=None):
         if self.mode == "print":

@@ -244,10 +244,12 @@ class DataStream:
         return DataStreamSink(DataStream(self._env, t))
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
-        """Print each record on the driver's stdout (``"2> record"`` when parallel)."""
+        """Print each record on the driver's stdout, as Flink: ``"2> record"`` when
+        parallel, ``"id> record"`` / ``"id:2> record"`` with a ``sink_identifier``."""
         name = f"Sink: Print to Std. Out{f' ({sink_identifier})' if sink_identifier else ''}"
         return self._sink(DriverSinkOperator("print", uuid.uuid4().hex[:8], name,
-                                             record_formatter(self.get_type())))
+                                             record_formatter(self.get_type()),
+                                             sink_identifier))
 
     def sink_to(self, sink: Union[Sink, TwoPhaseCommitSink]) -> "DataStreamSink":
         """Write to ``sink``: a :class:`Sink` (at-least-once) or a

@@ -164,6 +164,7 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
 
     def __init__(self, size: Any, offset: Any = None) -> None:
         self._size, self._offset = _tumbling(type(self).__name__, size, offset)
+        self._last: Optional[TimeWindow] = None  # consecutive records share windows
 
     @staticmethod
     def of(size: Any, offset: Any = None) -> "TumblingEventTimeWindows":
@@ -171,9 +172,16 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
 
     def assign_windows(self, element: Any, timestamp: Optional[int],
                        context: Any) -> List[TimeWindow]:
-        ts = _event_time(self, timestamp)
-        start = TimeWindow.get_window_start_with_offset(ts, self._offset, self._size)
-        return [TimeWindow(start, start + self._size)]
+        if timestamp is None or timestamp <= MIN_WATERMARK:
+            _event_time(self, timestamp)
+        start = timestamp - (timestamp - self._offset) % self._size
+        last = self._last
+        if last is None or last[0] != start:
+            last = self._last = TimeWindow(start, start + self._size)
+        return [last]
+
+    def __getstate__(self) -> dict:
+        return {"_size": self._size, "_offset": self._offset, "_last": None}
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EventTimeTrigger()

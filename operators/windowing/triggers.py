@@ -143,9 +143,10 @@ class EventTimeTrigger(Trigger[Any, Window]):
 
     def on_element(self, element: Any, timestamp: int, window: Window,
                    ctx: Trigger.TriggerContext) -> TriggerResult:
-        if window.max_timestamp() <= ctx.get_current_watermark():
+        end = window.max_timestamp()
+        if end <= ctx.get_current_watermark():
             return TriggerResult.FIRE
-        ctx.register_event_time_timer(window.max_timestamp())
+        ctx.register_event_time_timer(end)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Window,

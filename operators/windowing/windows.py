@@ -54,7 +54,7 @@ class TimeWindow(tuple, Window):
         return self[1]
 
     def max_timestamp(self) -> int:
-        return self.end - 1
+        return self[1] - 1
 
     def intersects(self, other: "TimeWindow") -> bool:
         """True if the windows overlap or touch (``[0, 5)`` and ``[5, 10)`` intersect, as in

@@ -3,7 +3,8 @@
 The input's watermark is the minimum over channels that are neither ended nor idle. An
 idle channel holds nothing back; when it becomes active again it joins the minimum only
 once its watermark has caught up with the input's (so the input's watermark never goes
-back). When every live channel is idle, the input is idle.
+back). When every live channel is idle, the input is idle and its watermark moves to the
+highest any channel reached.
 
 >>> v = WatermarkValve(["a", "b"])
 >>> v.on_watermark("a", 5) is None      # b still holds it back
@@ -79,6 +80,15 @@ class WatermarkValve:
         if idle:
             self._idle.add(channel)
             self._unaligned.discard(channel)
+            live = [c for c in self._wm if c not in self._ended]
+            if live and all(c in self._idle for c in live):
+                # the last active channel went idle: event time moves to the highest
+                # watermark any channel reached (Flink's StatusWatermarkValve)
+                highest = max(self._wm[c] for c in live)
+                if highest > self.current:
+                    self.current = highest
+                    return highest, self.status_change()
+                return None, self.status_change()
         else:
             if channel not in self._idle:
                 return None, None

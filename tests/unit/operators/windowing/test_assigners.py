@@ -256,3 +256,14 @@ def test_assigners_are_abstract_generic_and_picklable():
         assert repr(copy).split("(")[0] == repr(assigner).split("(")[0]
     copy = pickle.loads(pickle.dumps(SlidingEventTimeWindows.of(10, 5, 1)))
     assert copy.assign_windows("x", 7, None) == tw(6, 16, 1, 11)
+
+
+def test_tumbling_reuses_the_window_of_consecutive_records_and_pickles_without_it():
+    import pickle
+
+    assigner = TumblingEventTimeWindows.of(10)
+    first = assigner.assign_windows("x", 3, None)[0]
+    assert assigner.assign_windows("x", 7, None)[0] is first
+    assert assigner.assign_windows("x", 12, None) == [TimeWindow(10, 20)]
+    copy = pickle.loads(pickle.dumps(assigner))
+    assert copy.assign_windows("x", -1, None) == [TimeWindow(-10, 0)]

@@ -148,3 +148,13 @@ def test_idle_channel_that_ends_no_longer_counts():
     assert v.on_watermark("c0", 8) == 8
     assert v.on_status("c0", idle=True) == (None, True)
     assert v.on_end_of_partition("c0") == MAX_WATERMARK
+
+
+def test_when_the_last_active_channel_goes_idle_event_time_moves_to_the_highest():
+    # as Flink's StatusWatermarkValve: nothing holds event time back any more
+    v = WatermarkValve(["a", "b"])
+    v.on_watermark("a", 10)
+    v.on_watermark("b", 5)
+    assert v.on_status("a", idle=True) == (None, None)   # b (5) still active
+    assert v.on_status("b", idle=True) == (10, True)
+    assert v.current == 10
