@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/recovery.py
 	$(PY) benchmarks/state_backends.py
 	$(PY) benchmarks/spark_pipeline.py
+	$(PY) benchmarks/windows.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
