@@ -298,26 +298,82 @@ def _interval(trigger: str, interval: Any) -> int:
     return millis
 
 
-class ContinuousEventTimeTrigger(Trigger[Any, Window]):
-    """Fires every ``interval`` of event time (at multiples of the interval) and at the window's
-    end. The next fire time is a ReducingState (min) named ``"fire-time"`` of the pane."""
+class _ContinuousTrigger(Trigger[Any, Window]):
+    """Fires every ``interval`` of one time domain (at multiples of the interval, none past
+    the window's end); the next fire time is a ReducingState (min) named ``"fire-time"``
+    of the pane. Subclasses say which domain's timers to use."""
 
     def __init__(self, interval: Any) -> None:
-        self.interval = _interval("ContinuousEventTimeTrigger", interval)
+        self.interval = _interval(type(self).__name__, interval)
         self._state_desc = ReducingStateDescriptor("fire-time", min)
+
+    def _register_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _register_next(self, time: int, window: Window, ctx: Trigger.TriggerContext,
+                       state: Any) -> None:
+        next_fire = min(time + self.interval, window.max_timestamp())
+        state.add(next_fire)
+        self._register_timer(ctx, next_fire)
+
+    def _start(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> None:
+        """The pane's first element: the first fire is the next multiple after ``time``."""
+        state: Any = ctx.get_partitioned_state(self._state_desc)
+        if state.get() is None:
+            self._register_next(time - time % self.interval, window, ctx, state)
+
+    def _fire_if_due(self, time: int, window: Window,
+                     ctx: Trigger.TriggerContext) -> TriggerResult:
+        state: Any = ctx.get_partitioned_state(self._state_desc)
+        if state.get() == time:
+            state.clear()
+            self._register_next(time, window, ctx, state)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        ctx.merge_partitioned_state(self._state_desc)
+        next_fire = ctx.get_partitioned_state(self._state_desc).get()  # type: ignore[attr-defined]
+        if next_fire is not None:
+            self._register_timer(ctx, next_fire)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        state: Any = ctx.get_partitioned_state(self._state_desc)
+        next_fire = state.get()
+        if next_fire is not None:
+            self._delete_timer(ctx, next_fire)
+            state.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.interval})"
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of event time (at multiples of the interval) and at the
+    window's end."""
 
     @staticmethod
     def of(interval: Any) -> "ContinuousEventTimeTrigger":
         return ContinuousEventTimeTrigger(interval)
+
+    def _register_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     def on_element(self, element: Any, timestamp: int, window: Window,
                    ctx: Trigger.TriggerContext) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        if state.get() is None:
-            self._register_next(timestamp - timestamp % self.interval, window, ctx, state)
+        self._start(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Window,
@@ -328,96 +384,35 @@ class ContinuousEventTimeTrigger(Trigger[Any, Window]):
                       ctx: Trigger.TriggerContext) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        if state.get() == time:
-            state.clear()
-            self._register_next(time, window, ctx, state)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
-
-    def _register_next(self, time: int, window: Window, ctx: Trigger.TriggerContext,
-                       state: Any) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        state.add(next_fire)
-        ctx.register_event_time_timer(next_fire)
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self._state_desc)
-        next_fire = ctx.get_partitioned_state(self._state_desc).get()  # type: ignore[attr-defined]
-        if next_fire is not None:
-            ctx.register_event_time_timer(next_fire)
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        next_fire = state.get()
-        if next_fire is not None:
-            ctx.delete_event_time_timer(next_fire)
-            state.clear()
-
-    def __repr__(self) -> str:
-        return f"ContinuousEventTimeTrigger({self.interval})"
+        return self._fire_if_due(time, window, ctx)
 
 
-class ContinuousProcessingTimeTrigger(Trigger[Any, Window]):
-    """Fires every ``interval`` of processing time (at multiples of the interval, the last one
-    at the window's end). The next fire time is a ReducingState (min) named ``"fire-time"``."""
-
-    def __init__(self, interval: Any) -> None:
-        self.interval = _interval("ContinuousProcessingTimeTrigger", interval)
-        self._state_desc = ReducingStateDescriptor("fire-time", min)
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of processing time (at multiples of the interval, the last
+    one at the window's end)."""
 
     @staticmethod
     def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
         return ContinuousProcessingTimeTrigger(interval)
 
+    def _register_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.register_processing_time_timer(time)
+
+    def _delete_timer(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
+
     def on_element(self, element: Any, timestamp: int, window: Window,
                    ctx: Trigger.TriggerContext) -> TriggerResult:
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        if state.get() is None:
-            now = ctx.get_current_processing_time()
-            self._register_next(now - now % self.interval, window, ctx, state)
+        self._start(ctx.get_current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Window,
                            ctx: Trigger.TriggerContext) -> TriggerResult:
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        if state.get() == time:
-            state.clear()
-            self._register_next(time, window, ctx, state)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
+        return self._fire_if_due(time, window, ctx)
 
     def on_event_time(self, time: int, window: Window,
                       ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
-
-    def _register_next(self, time: int, window: Window, ctx: Trigger.TriggerContext,
-                       state: Any) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        state.add(next_fire)
-        ctx.register_processing_time_timer(next_fire)
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self._state_desc)
-        next_fire = ctx.get_partitioned_state(self._state_desc).get()  # type: ignore[attr-defined]
-        if next_fire is not None:
-            ctx.register_processing_time_timer(next_fire)
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        state: Any = ctx.get_partitioned_state(self._state_desc)
-        next_fire = state.get()
-        if next_fire is not None:
-            ctx.delete_processing_time_timer(next_fire)
-            state.clear()
-
-    def __repr__(self) -> str:
-        return f"ContinuousProcessingTimeTrigger({self.interval})"
 
 
 class NeverTrigger(Trigger[Any, Window]):

@@ -105,6 +105,24 @@ def _make_backend(kind, key_group_range, working_dir):
     return RocksDBKeyedStateBackend(key_group_range, MAXP, working_dir)
 
 
+class BackendFactory:
+    """Makes keyed backends of one kind (``"heap"`` or ``"rocksdb"``) over ``tmp_path``;
+    :meth:`close` disposes of every backend it made."""
+
+    def __init__(self, kind, tmp_path):
+        self.kind, self.tmp_path, self.created = kind, tmp_path, []
+
+    def __call__(self, key_group_range=FULL):
+        b = _make_backend(self.kind, key_group_range,
+                          self.tmp_path / f"rocks-{len(self.created)}")
+        self.created.append(b)
+        return b
+
+    def close(self):
+        for b in self.created:
+            b.dispose()
+
+
 class OperatorHarness:
     """One operator, or a chain ``[head, ..., tail]`` (each feeding the next), set up and
     opened with an :class:`OperatorContext` of its own.

@@ -11,11 +11,17 @@ from flowray.common.clock import ManualClock
 from flowray.operators.base import ProcessingTimeService
 from flowray.operators.functions import TimeDomain
 from flowray.operators.timers import InternalTimerService, timer_state_name
-from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import assign_to_key_group
-from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
-from tests.support.operator_harness import BACKENDS, FULL, LOWER, MAXP, UPPER, FileStorage, \
-    keys_in
+from tests.support.operator_harness import (
+    BACKENDS,
+    FULL,
+    LOWER,
+    MAXP,
+    UPPER,
+    BackendFactory,
+    FileStorage,
+    keys_in,
+)
 
 EVENT, PROC = TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME
 
@@ -53,27 +59,9 @@ class Timers:
         return self.pts.fire_due()
 
 
-class Backends:
-    def __init__(self, kind, tmp_path):
-        self.kind, self.tmp_path, self.created = kind, tmp_path, []
-
-    def __call__(self, key_group_range=FULL):
-        if self.kind == "heap":
-            b = HeapKeyedStateBackend(key_group_range, MAXP)
-        else:
-            b = RocksDBKeyedStateBackend(key_group_range, MAXP,
-                                         self.tmp_path / f"rocks-{len(self.created)}")
-        self.created.append(b)
-        return b
-
-    def close(self):
-        for b in self.created:
-            b.dispose()
-
-
 @pytest.fixture(params=BACKENDS)
 def backends(request, tmp_path):
-    f = Backends(request.param, tmp_path)
+    f = BackendFactory(request.param, tmp_path)
     yield f
     f.close()
 

@@ -10,38 +10,26 @@ from flowray.state.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.key_groups import assign_to_key_group
 from flowray.state.namespaced import NamespacedKeyedStateStore, NamespacedStates
-from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from tests.support.functions import Average
-from tests.support.operator_harness import FULL, LOWER, MAXP, UPPER, FileStorage, keys_in
+from tests.support.operator_harness import (
+    FULL,
+    LOWER,
+    MAXP,
+    UPPER,
+    BackendFactory,
+    FileStorage,
+    keys_in,
+)
 
 BACKENDS = ["heap", "rocksdb"]
 
 
-class Factory:
-    def __init__(self, kind, tmp_path):
-        self.kind, self.tmp_path, self.created = kind, tmp_path, []
-
-    def __call__(self, key_group_range=FULL):
-        if self.kind == "heap":
-            b = HeapKeyedStateBackend(key_group_range, MAXP)
-        else:
-            b = RocksDBKeyedStateBackend(key_group_range, MAXP,
-                                         self.tmp_path / f"rocks-{len(self.created)}")
-        self.created.append(b)
-        return b
-
-    def close(self):
-        for b in self.created:
-            b.dispose()
-
-
 @pytest.fixture(params=BACKENDS)
 def make(request, tmp_path):
-    f = Factory(request.param, tmp_path)
+    f = BackendFactory(request.param, tmp_path)
     yield f
     f.close()
 
