@@ -88,15 +88,20 @@ class SinkWriterOperator(StreamOperator):
 
 
 class _SinkContext:
+    """``SinkFunction.Context``: the record's timestamp, the sink's watermark, the time."""
+
+    def __init__(self, op: "SinkFunctionOperator") -> None:
+        self._op = op
+        self._timestamp: Optional[int] = None
+
     def current_processing_time(self) -> int:
-        import time
-        return int(time.time() * 1000)
+        return self._op.ctx.processing_time_service.current_processing_time()
 
     def current_watermark(self) -> int:
-        return -(1 << 63)
+        return self._op.current_watermark
 
     def timestamp(self) -> Optional[int]:
-        return None
+        return self._timestamp
 
 
 class SinkFunctionOperator(StreamOperator):
@@ -114,8 +119,8 @@ class SinkFunctionOperator(StreamOperator):
 
     def open(self) -> None:
         invoke = getattr(self.fn, "invoke", None)
+        self._sink_ctx = ctx = _SinkContext(self)
         if callable(invoke):
-            ctx = _SinkContext()
             self._call = lambda v: invoke(v, ctx)
         else:
             self._call = self.fn
@@ -127,8 +132,15 @@ class SinkFunctionOperator(StreamOperator):
     def process_batch(self, records, key_groups, timestamps=None):
         f = self._call
         try:
-            for r in records:
-                f(r)
+            if timestamps is None:
+                for r in records:
+                    f(r)
+            else:
+                ctx = self._sink_ctx
+                for r, t in zip(records, timestamps):
+                    ctx._timestamp = t
+                    f(r)
+                ctx._timestamp = None
         except Exception as e:
             raise self.user_error(e) from e
 

@@ -43,3 +43,25 @@ def test_untyped_records_print_as_python_str():
     op.open()
     op.process_batch([("hi", 1)], None)
     assert op.ctx.channel.sent == ["('hi', 1)"]
+
+
+def test_add_sink_context_gives_the_record_timestamp_and_the_watermark():
+    from flowray.common.clock import ManualClock
+    from flowray.operators.base import CollectingOutput, OperatorContext, ProcessingTimeService
+    from flowray.operators.sinks import SinkFunctionOperator
+    from flowray.state.key_groups import KeyGroupRange
+
+    seen = []
+
+    class Remember:
+        def invoke(self, value, context):
+            seen.append((value, context.timestamp(), context.current_watermark(),
+                         context.current_processing_time()))
+
+    op = SinkFunctionOperator(Remember())
+    op.setup(OperatorContext("s", 0, 1, 128, KeyGroupRange(0, 127),
+                             ProcessingTimeService(ManualClock(42))), CollectingOutput())
+    op.open()
+    op.process_watermark(5)
+    op.process_batch(["a", "b"], None, [7, None])
+    assert seen == [("a", 7, 5, 42), ("b", None, 5, 42)]
