@@ -80,6 +80,9 @@ class TaskDeploymentDescriptor:
     # the checkpoint this attempt starts from, and this subtask's state in it
     restore_checkpoint_id: Optional[int] = None
     restore_state: Any = None  # flowray.state.snapshot.TaskStateSnapshot
+    #: the states in that checkpoint of every subtask of this vertex, by subtask index
+    #: (operator state is redistributed from all of them: union state goes to everyone)
+    restore_vertex_states: Optional[List[Any]] = None
 
     @property
     def task_name(self) -> str:
@@ -151,7 +154,9 @@ class ExecutionGraph:
                               config: Dict[str, Any], attempt: int = 0,
                               driver_endpoints: Dict[str, Any] | None = None,
                               restore_checkpoint_id: Optional[int] = None,
-                              restore_state: Any = None) -> TaskDeploymentDescriptor:
+                              restore_state: Any = None,
+                              restore_vertex_states: Optional[List[Any]] = None
+                              ) -> TaskDeploymentDescriptor:
         v = self.vertex(subtask)
         kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism,
                                                          subtask.index)
@@ -159,7 +164,8 @@ class ExecutionGraph:
             self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
-            dict(driver_endpoints or {}), restore_checkpoint_id, restore_state)
+            dict(driver_endpoints or {}), restore_checkpoint_id, restore_state,
+            restore_vertex_states)
 
     def upstream(self) -> Dict[SubtaskId, set]:
         """Every subtask -> the subtasks it reads from (empty for sources)."""

@@ -248,10 +248,15 @@ class JobScheduler:
             restore = latest.task_states.get(s.key) if latest is not None else None
             if latest is not None and restore is None:
                 restore = TaskStateSnapshot()
+            vertex_states = None
+            if latest is not None:
+                p = self.eg.vertices[s.vertex_id].parallelism
+                vertex_states = [latest.task_states.get(SubtaskId(s.vertex_id, i).key)
+                                 for i in range(p)]
             descriptors.append(self.eg.deployment_descriptor(
                 s, self.job_id, self.plan_bytes[s.vertex_id], self.config, self.attempt,
                 restore_checkpoint_id=latest.checkpoint_id if latest is not None else None,
-                restore_state=restore))
+                restore_state=restore, restore_vertex_states=vertex_states))
             self.states[s] = TaskState.RUNNING
             self.attempts[s] = self.attempt
             self._created.discard(s)

@@ -60,7 +60,7 @@ from flowray.runtime.task.subtask_checkpoints import (
     SubtaskCheckpointCoordinator,
 )
 from flowray.runtime.task.watermark_valve import WatermarkValve
-from flowray.state.operator_state import OperatorStateStore
+from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
 from flowray.state.snapshot import TaskStateSnapshot
 from flowray.state.state_backend import create_keyed_backend
 
@@ -353,17 +353,10 @@ class StreamTask:
             if handles:
                 self.keyed_backend.restore(handles, storage.read_file)
         stores: Dict[str, OperatorStateStore] = {}
+        read = storage.read_file if storage is not None else _no_storage
         for op in self.operators:
-            previous = op_states.get(op.uid)
-            store = (
-                OperatorStateStore.restore(
-                    previous.load_operator_state(
-                        storage.read_file if storage is not None else _no_storage
-                    )
-                )
-                if previous is not None
-                else OperatorStateStore()
-            )
+            store = (OperatorStateStore.restore(self._restored_operator_state(op.uid, read))
+                     if restored is not None else OperatorStateStore())
             stores[op.uid] = store
             op.initialize_state(
                 StateInitializationContext(
@@ -390,6 +383,22 @@ class StreamTask:
             self.env.responder,
             Configuration(tdd.config).get(MEMORY_THRESHOLD),
         )
+
+    def _restored_operator_state(self, uid: str, read: Callable[[str], bytes]) -> Dict[str, Any]:
+        """This subtask's share of operator ``uid``'s state in the restored checkpoint:
+        its own list state, and the union state of every subtask of the vertex (Flink's
+        round-robin redistribution, :func:`redistribute_operator_state`)."""
+        tdd = self.tdd
+        vertex_states = tdd.restore_vertex_states
+        if vertex_states is None:  # only this subtask's state is known
+            own = tdd.restore_state.operators.get(uid)
+            return own.load_operator_state(read) if own is not None else {}
+        previous = []
+        for snapshot in vertex_states:
+            op_state = snapshot.operators.get(uid) if snapshot is not None else None
+            previous.append(op_state.load_operator_state(read) if op_state is not None
+                            else None)
+        return redistribute_operator_state(previous, tdd.parallelism)[tdd.subtask.index]
 
     def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
         cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"

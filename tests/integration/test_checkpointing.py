@@ -10,7 +10,12 @@ import pytest
 from flowray import Configuration, JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
 from flowray.common.serialization import Encoder
-from flowray.datastream import CheckpointedFunction, CheckpointingMode, MapFunction
+from flowray.datastream import (
+    CheckpointedFunction,
+    CheckpointingMode,
+    CheckpointListener,
+    MapFunction,
+)
 from flowray.datastream.connectors.file_system import FileSink, OutputFileConfig
 from flowray.state.descriptors import ListStateDescriptor
 from flowray.testing import FAIL, PAUSE, TestingSource, TransactionalTestingSink
@@ -182,6 +187,58 @@ def test_operator_state_survives_a_failure(tmp_path, target, threshold):
     assert result.outcome.restarts == 1
     # restored counters continue where the checkpoint left them: 0..1999, each once
     assert sorted(sink.committed()) == list(range(2_000))
+
+
+class _RememberSubtasks(MapFunction, CheckpointedFunction, CheckpointListener):
+    """Each subtask puts its name into a union list state and tags every record with what
+    that state held when it was restored. Subtask 0 raises once, after a checkpoint
+    completed (so the restart restores one)."""
+
+    def __init__(self, ledger):
+        self.ledger = ledger
+
+    def initialize_state(self, context):
+        self.state = context.get_operator_state_store().get_union_list_state(
+            ListStateDescriptor("subtasks"))
+        self.restored = tuple(sorted(set(self.state.get())))
+        self.checkpointed = False
+
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+        self.me = f"subtask-{self.index}"
+
+    def snapshot_state(self, context):
+        self.state.update([self.me])
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.checkpointed = True
+
+    def map(self, value):
+        if self.index == 0 and self.checkpointed and not os.path.exists(self.ledger):
+            open(self.ledger, "w").close()
+            raise RuntimeError("fail once after a completed checkpoint")
+        return value, self.me, self.restored
+
+
+@pytest.mark.parametrize("threshold", ["20 kb", "0 b"])
+def test_union_state_after_restore_holds_every_entry_in_every_subtask(tmp_path, target,
+                                                                       threshold):
+    env = _env(tmp_path, target, interval_ms=50,
+               extra={"state.storage.fs.memory-threshold": threshold})
+    env.set_parallelism(2)
+    items = [PAUSE(0.03) if i % 100 == 0 else i for i in range(2_000)]
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .rebalance().map(_RememberSubtasks(str(tmp_path / "failed"))).sink_to(sink))
+    result = env.execute("union-state")
+    assert result.outcome.restarts == 1
+    committed = sink.committed()
+    assert sorted(v for v, _, _ in committed) == sorted(i for i in items if isinstance(i, int))
+    after_restore = {(me, restored) for _, me, restored in committed if restored}
+    # both subtasks were restored, and each got the entries of both
+    assert after_restore == {("subtask-0", ("subtask-0", "subtask-1")),
+                             ("subtask-1", ("subtask-0", "subtask-1"))}
 
 
 def test_checkpoint_stats_report_every_task(tmp_path, target):
