@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from flowray.state.key_groups import KeyGroupRange
 
@@ -138,11 +138,14 @@ class TaskStateSnapshot:
     ``finished``: the subtask had finished when the checkpoint was taken; restored, it
     emits nothing and ends at once. ``input_ended``: the snapshot was taken after the
     subtask's input ended and its operators finished (the final checkpoint).
+    ``file_checksums``: path -> (size, CRC-32) of every file the snapshot needs, checked
+    on restore (:mod:`flowray.state.checksums`).
     """
 
     operators: Dict[str, OperatorSubtaskState] = field(default_factory=dict)
     finished: bool = False
     input_ended: bool = False
+    file_checksums: Dict[str, Tuple[int, int]] = field(default_factory=dict)
 
     @staticmethod
     def finished_task() -> "TaskStateSnapshot":

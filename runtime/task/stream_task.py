@@ -60,6 +60,7 @@ from flowray.runtime.task.subtask_checkpoints import (
     SubtaskCheckpointCoordinator,
 )
 from flowray.runtime.task.watermark_valve import WatermarkValve
+from flowray.state.checksums import ChecksumRecorder, verifying_reader
 from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
 from flowray.state.snapshot import TaskStateSnapshot
 from flowray.state.state_backend import create_keyed_backend
@@ -348,12 +349,17 @@ class StreamTask:
             storage = checkpoint_storage_from_config(Configuration(tdd.config), tdd.job_id)
         self._storage = storage
         op_states = restored.operators if restored is not None else {}
+        # every file read back is checked against the size and CRC-32 recorded for it
+        known = self._restored_checksums()
+        checksums = ChecksumRecorder()
+        checksums.learn(getattr(restored, "file_checksums", None) or {})
+        read = verifying_reader(storage.read_file if storage is not None else _no_storage,
+                                known)
         if self.keyed_backend is not None and restored is not None:
             handles = [s.keyed for s in op_states.values() if s.keyed is not None]
             if handles:
-                self.keyed_backend.restore(handles, storage.read_file)
+                self.keyed_backend.restore(handles, read)
         stores: Dict[str, OperatorStateStore] = {}
-        read = storage.read_file if storage is not None else _no_storage
         for op in self.operators:
             store = (OperatorStateStore.restore(self._restored_operator_state(op.uid, read))
                      if restored is not None else OperatorStateStore())
@@ -382,7 +388,16 @@ class StreamTask:
             lambda: self._storage,
             self.env.responder,
             Configuration(tdd.config).get(MEMORY_THRESHOLD),
+            checksums,
         )
+
+    def _restored_checksums(self) -> Dict[str, Any]:
+        """Size and CRC-32 of every file of the checkpoint being restored (this subtask's
+        and those of the vertex's other subtasks, whose operator state may be read)."""
+        tdd, known = self.tdd, {}
+        for snapshot in [tdd.restore_state, *(tdd.restore_vertex_states or [])]:
+            known.update(getattr(snapshot, "file_checksums", None) or {})
+        return known
 
     def _restored_operator_state(self, uid: str, read: Callable[[str], bytes]) -> Dict[str, Any]:
         """This subtask's share of operator ``uid``'s state in the restored checkpoint:

@@ -11,10 +11,12 @@ its end before the checkpoints it took part in.
 from __future__ import annotations
 
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 from flowray.operators.base import StateSnapshotContext, StreamOperator
+from flowray.state.checksums import ChecksumRecorder, referenced_paths
 from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.snapshot import OperatorSubtaskState, TaskStateSnapshot
 
@@ -24,6 +26,9 @@ from flowray.runtime.graph.execution_graph import SubtaskId
 __all__ = ["CheckpointResponder", "SubtaskCheckpointCoordinator"]
 
 DEFAULT_MEMORY_THRESHOLD = 20 << 10  # state.storage.fs.memory-threshold
+#: checksums are kept for the files of this many recent snapshots (an incremental one may
+#: reference the files of an earlier, confirmed one)
+RECENT_SNAPSHOTS = 8
 
 
 class CheckpointResponder:
@@ -49,7 +54,8 @@ class SubtaskCheckpointCoordinator:
                  operator_stores: Dict[str, Any], keyed_backend: Optional[KeyedStateBackend],
                  keyed_owner: Optional[str], storage_factory: Callable[[], Any],
                  responder: CheckpointResponder,
-                 memory_threshold: int = DEFAULT_MEMORY_THRESHOLD) -> None:
+                 memory_threshold: int = DEFAULT_MEMORY_THRESHOLD,
+                 checksums: Optional[ChecksumRecorder] = None) -> None:
         self.subtask = subtask
         self.operators = operators
         self.operator_stores = operator_stores
@@ -62,6 +68,9 @@ class SubtaskCheckpointCoordinator:
         self.last_checkpoint_id = 0
         self._pool: Optional[ThreadPoolExecutor] = None
         self._futures: List[Future] = []
+        #: size and CRC-32 of the files this task wrote (or restored from)
+        self.checksums = checksums if checksums is not None else ChecksumRecorder()
+        self._recent_paths: Deque[List[str]] = deque(maxlen=RECENT_SNAPSHOTS)
 
     @property
     def storage(self) -> Any:
@@ -95,12 +104,18 @@ class SubtaskCheckpointCoordinator:
                       sync_ms: float, alignment_ms: float) -> None:
         t0 = time.perf_counter()
         try:
+            # storage is reached only when a file is written
+            write = self.checksums.recording(lambda p, d: self.storage.write_file(p, d))
             if writer is not None and self.keyed_owner is not None:
                 storage = self.storage
                 path = storage.task_state_path(cid, self.subtask, "keyed")
-                handle = writer.write(storage.write_file, path)
+                handle = writer.write(write, path)
                 snapshot.operators.setdefault(self.keyed_owner, OperatorSubtaskState()).keyed = handle
-            self._offload_operator_state(cid, snapshot)
+            self._offload_operator_state(cid, snapshot, write)
+            paths = referenced_paths(snapshot)
+            snapshot.file_checksums = self.checksums.for_paths(paths)
+            self._recent_paths.append(paths)
+            self.checksums.forget_all_but(p for ps in self._recent_paths for p in ps)
         except Exception as e:  # noqa: BLE001 - reported as a declined checkpoint
             self.responder.decline_checkpoint(self.subtask, cid, "ASYNC_FAILURE",
                                               f"{type(e).__name__}: {e}")
@@ -110,14 +125,15 @@ class SubtaskCheckpointCoordinator:
                    "alignment_ms": round(alignment_ms, 3), "bytes": snapshot.state_size()}
         self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)
 
-    def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot) -> None:
+    def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot,
+                                write: Any) -> None:
         """List states above the memory threshold go to files of their own (Flink's
         ``state.storage.fs.memory-threshold``); smaller ones stay inline in the ack."""
         for index, state in enumerate(snapshot.operators.values()):
             if sum(e.size() for e in state.operator_state.values()) > self.memory_threshold:
                 storage = self.storage
                 state.offload_operator_state(
-                    self.memory_threshold, storage.write_file,
+                    self.memory_threshold, write,
                     storage.task_state_path(cid, self.subtask, f"op{index}"))
 
     def decline(self, checkpoint_id: int, reason: str, message: str = "") -> None:

@@ -17,7 +17,7 @@ from flowray.datastream import (
     MapFunction,
 )
 from flowray.datastream.connectors.file_system import FileSink, OutputFileConfig
-from flowray.state.descriptors import ListStateDescriptor
+from flowray.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from flowray.testing import FAIL, PAUSE, TestingSource, TransactionalTestingSink
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
@@ -299,3 +299,71 @@ def test_keyed_state_recovers_exactly_on_each_backend(tmp_path, target, backend)
     # every task removed its RocksDB working folder when it ended
     leftovers = list((tmp_path / "rocksdb").rglob("*")) if backend != "hashmap" else []
     assert [p for p in leftovers if p.is_file()] == []
+
+
+class _CorruptLatestThenFail(MapFunction, CheckpointListener):
+    """Keyed running count. Once, when a checkpoint completes, subtask 0 flips a byte in
+    every keyed-state file of that checkpoint and raises: the restart must restore from
+    the damaged checkpoint (the job's min-pause keeps a newer one from starting)."""
+
+    def __init__(self, checkpoints_dir, ledger):
+        self.checkpoints_dir, self.ledger = checkpoints_dir, ledger
+
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def map(self, value):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        return value, n
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        if self.index != 0 or os.path.exists(self.ledger):
+            return
+        damaged = []
+        for folder, _, names in os.walk(self.checkpoints_dir):
+            if f"chk-{checkpoint_id}" not in folder.split(os.sep)[-2:] and \
+                    not folder.endswith(f"chk-{checkpoint_id}"):
+                continue
+            for name in names:
+                path = os.path.join(folder, name)
+                if ".keyed" in path and os.path.getsize(path) > 8:
+                    with open(path, "r+b") as f:
+                        f.seek(os.path.getsize(path) // 2)
+                        byte = f.read(1)
+                        f.seek(-1, os.SEEK_CUR)
+                        f.write(bytes([byte[0] ^ 0xFF]))
+                    damaged.append(path)
+        if damaged:
+            with open(self.ledger, "w") as f:
+                f.write("\n".join(damaged))
+            raise RuntimeError(f"damaged checkpoint {checkpoint_id}")
+
+
+@pytest.mark.parametrize("backend", [{}, {"state.backend.type": "rocksdb",
+                                          "state.backend.incremental": "true"}],
+                         ids=["hashmap", "rocksdb-incremental"])
+def test_a_damaged_checkpoint_file_fails_the_restore_naming_the_file(tmp_path, target,
+                                                                     backend):
+    env = _env(tmp_path, target, interval_ms=50, extra={
+        # no second checkpoint can start before the first one's notification has damaged it
+        "execution.checkpointing.min-pause": "10 min",
+        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "2",
+        "restart-strategy.fixed-delay.delay": "50 ms",
+        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"), **backend})
+    env.set_parallelism(2)
+    items = [PAUSE(0.02) if i % 100 == 0 else i for i in range(3_000)]
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    ledger = tmp_path / "damaged.txt"
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .key_by(lambda x: x % 10)
+        .map(_CorruptLatestThenFail(str(tmp_path / "checkpoints"), str(ledger)))
+        .sink_to(TransactionalTestingSink(str(tmp_path / "out"))))
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("damaged-checkpoint")
+    damaged = ledger.read_text().split("\n")
+    assert info.value.cause_type == "CorruptedStateError"
+    message = str(info.value)
+    assert "is damaged" in message
+    assert any(os.path.basename(p) in message for p in damaged), message
