@@ -28,7 +28,6 @@ __all__ = [
     "ChainedOutput",
     "BroadcastingOutput",
     "CollectingOutput",
-    "DiscardingOutput",
     "OperatorContext",
     "ProcessingTimeService",
     "StreamOperator",
@@ -124,16 +123,6 @@ class BroadcastingOutput(Output):
     def emit_watermark_status(self, idle: bool) -> None:
         for o in self.outputs:
             o.emit_watermark_status(idle)
-
-
-class DiscardingOutput(Output):
-    """Where a side output nobody asked for goes."""
-
-    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
-        pass
-
-    def emit_watermark(self, timestamp: int) -> None:
-        pass
 
 
 class CollectingOutput(Output):

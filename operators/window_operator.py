@@ -332,8 +332,7 @@ class WindowOperator(OneInputOperator):
             state_window = merging.get_state_window(actual)
             state.put(state_window, self.contents.add(state.get(state_window), record))
             self._on_trigger(self.trigger.on_element(record, timestamp, actual,
-                                                     self._bind(actual)), actual, state_window,
-                             merging)
+                                                     self._bind(actual)), actual, state_window)
             self._register_cleanup_timer(actual)
         self._persist(merging)
         if skipped and self._is_element_late(timestamp):
@@ -378,8 +377,7 @@ class WindowOperator(OneInputOperator):
         self._trigger_ctx.window = window
         return self._trigger_ctx
 
-    def _on_trigger(self, result: TriggerResult, window: Any, state_window: Any,
-                    merging: Optional[MergingWindowSet] = None) -> None:
+    def _on_trigger(self, result: TriggerResult, window: Any, state_window: Any) -> None:
         if result is TriggerResult.CONTINUE:
             return
         state = self._contents_state
