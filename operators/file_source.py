@@ -2,14 +2,18 @@
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), *paths).build()``
 reads every line of the given files (and of the non-hidden files directly inside the given
-directories) once. The file set is fixed when the source is built: files are sorted by path
-and dealt to the subtasks round-robin (subtask ``i`` of ``p`` reads files ``i, i+p, ...``).
+directories) once. The file set is fixed when the source is built, sorted by path.
 
 A record is one line, decoded (UTF-8 unless told otherwise), without its line terminator
 (``\\n``, or ``\\r\\n``); other whitespace is kept, an empty line is an empty string, and a
-last line without a terminator is still a line. A reader's position is ``(file index, byte
-offset of the next line)`` in its own file list; a restore seeks there and reads on, so no
-line is read twice or skipped.
+last line without a terminator is still a line.
+
+The source is split-based (see :mod:`flowray.operators.sources`): each file is a split, a
+:class:`FileSourceSplit` ``(path, offset)`` whose progress is the byte offset of its next
+line. A job that starts without state deals the files round-robin (subtask ``i`` of ``p``
+reads files ``i, i+p, ...``); a reader reads its splits in order, and its checkpointed
+state is the files it has not finished, each at its offset, so a restore, at any
+parallelism, seeks there and reads on: no line is read twice or skipped.
 
 >>> import os, tempfile
 >>> folder = tempfile.mkdtemp()
@@ -18,14 +22,23 @@ line is read twice or skipped.
 >>> source = FileSource.for_record_stream_format(
 ...     StreamFormat.text_line_format(), folder).build()
 >>> reader = source.create_reader(SourceReaderContext(0, 1))
+>>> reader.add_splits(source.create_splits(1))
 >>> reader.poll_next(2)
 ['one', 'two']
->>> position = reader.snapshot_state(); position
-(0, 8)
+>>> state = reader.snapshot_state()
+>>> [(os.path.basename(split.path), split.offset) for split in state]
+[('a.txt', 8)]
 >>> again = source.create_reader(SourceReaderContext(0, 1))
->>> again.restore_state(position)
+>>> again.add_splits(state)
 >>> again.poll_next(10), again.poll_next(10)
 (['three'], None)
+>>> again.snapshot_state()
+[]
+
+A reader given no splits (used directly, or restored from a position of a run that did not
+use splits) reads its round-robin share of the files; its position is then ``(file index,
+byte offset)`` in that share, and :meth:`FileSourceReader.restore_state` rewinds to it.
+
 >>> import shutil; shutil.rmtree(folder)
 """
 
@@ -33,12 +46,14 @@ from __future__ import annotations
 
 import codecs
 import os
-from typing import Any, BinaryIO, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, BinaryIO, List, Optional, Sequence
 
 from flowray.operators.sources import Boundedness, Source, SourceReader, SourceReaderContext
 from flowray.operators.local_files import local_path
 
-__all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSourceReader"]
+__all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSourceReader",
+           "FileSourceSplit"]
 
 
 class StreamFormat:
@@ -85,6 +100,15 @@ def enumerate_files(paths: Sequence[str]) -> List[str]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class FileSourceSplit:
+    """A split of a :class:`FileSource`: the file ``path``, read from byte ``offset`` (the
+    start of its next line) to its end; ``offset`` is the progress."""
+
+    path: str
+    offset: int = 0
+
+
 class FileSourceBuilder:
     """Built by :meth:`FileSource.for_record_stream_format`; ``build()`` lists the files."""
 
@@ -126,7 +150,13 @@ class FileSource(Source):
     def get_boundedness(self) -> Boundedness:
         return Boundedness.BOUNDED
 
+    def create_splits(self, parallelism: int) -> List[FileSourceSplit]:
+        """One split per file, in file order (so subtask ``i`` starts with files ``i,
+        i+p, ...``)."""
+        return [FileSourceSplit(path) for path in self.files]
+
     def create_reader(self, context: SourceReaderContext) -> "FileSourceReader":
+        # the round-robin share is read only if the reader is given no splits
         mine = self.files[context.subtask_index::context.parallelism]
         return FileSourceReader(mine, self.stream_format.charset)
 
@@ -135,54 +165,93 @@ class FileSource(Source):
 
 
 class FileSourceReader(SourceReader):
-    """Reads its files in order, line by line; position ``(file index, byte offset)``."""
+    """Reads its splits (files) in order, line by line.
+
+    Split-based use (:meth:`add_splits`): ``snapshot_state`` is a list of
+    :class:`FileSourceSplit`, the files not finished, each at the offset of its next line.
+    A reader given no splits reads ``files`` instead (its round-robin share), with the
+    position ``(file index, byte offset)`` in ``files`` (:meth:`restore_state`).
+    """
 
     def __init__(self, files: Sequence[str], charset: str) -> None:
-        self._files = list(files)
+        self._files = list(files)            # the share read without splits
         self._charset = charset
-        self._index = 0
-        self._offset = 0
+        self._split_based: Optional[bool] = None   # decided by the first call
+        self._splits: List[List[Any]] = []   # [path, offset] per file not finished, in order
+        self._done = 0                       # files finished (the index without splits)
         self._fh: Optional[BinaryIO] = None
 
+    def _mode(self, split_based: bool, what: str) -> None:
+        if self._split_based is None:
+            self._split_based = split_based
+            if not split_based:
+                self._splits = [[path, 0] for path in self._files]
+        elif self._split_based != split_based:
+            raise RuntimeError(
+                f"FileSource: {what} on a reader that "
+                + ("was given splits (restore it through add_splits)" if self._split_based
+                   else "already reads its files without splits"))
+
+    def add_splits(self, splits: List[Any]) -> None:
+        self._mode(True, "add_splits")
+        for split in splits:
+            if not isinstance(split, FileSourceSplit):
+                raise TypeError(f"FileSource: expected a FileSourceSplit, got {split!r}")
+            if not isinstance(split.offset, int) or split.offset < 0:
+                raise ValueError(f"FileSource: split {split!r} has a bad offset")
+            self._splits.append([split.path, split.offset])
+
     def poll_next(self, max_records: int) -> Optional[List[str]]:
+        if self._split_based is None:
+            self._mode(False, "poll_next")
+        splits = self._splits
         batch: List[str] = []
-        while len(batch) < max_records and self._index < len(self._files):
+        while len(batch) < max_records and splits:
+            head = splits[0]
             if self._fh is None:
-                self._fh = open(self._files[self._index], "rb")
-                if self._offset:
-                    self._fh.seek(self._offset)
+                self._fh = open(head[0], "rb")
+                if head[1]:
+                    self._fh.seek(head[1])
             line = self._fh.readline()
             if not line:
-                self._next_file()
+                self._close_file()
+                splits.pop(0)
+                self._done += 1
                 continue
-            self._offset += len(line)
+            head[1] += len(line)
             if line.endswith(b"\n"):
                 line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
             batch.append(line.decode(self._charset))
-        if not batch and self._index >= len(self._files):
+        if not batch and not splits:
             return None
         return batch
-
-    def _next_file(self) -> None:
-        self._close_file()
-        self._index += 1
-        self._offset = 0
 
     def _close_file(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
 
-    def snapshot_state(self) -> Tuple[int, int]:
-        return (self._index, self._offset)
+    def snapshot_state(self) -> Any:
+        """Split-based: the files not finished as :class:`FileSourceSplit` s; else
+        ``(file index, byte offset)``."""
+        if self._split_based is None:
+            self._mode(False, "snapshot_state")
+        if self._split_based:
+            return [FileSourceSplit(path, offset) for path, offset in self._splits]
+        return (self._done, self._splits[0][1] if self._splits else 0)
 
     def restore_state(self, state: Any) -> None:
+        """Without splits: rewind to a position ``(file index, byte offset)``."""
+        self._mode(False, "restore_state")
         index, offset = (int(v) for v in state)
         if not 0 <= index <= len(self._files) or offset < 0:
             raise ValueError(f"FileSource: position {state!r} does not fit this subtask's "
                              f"{len(self._files)} file(s)")
         self._close_file()
-        self._index, self._offset = index, offset
+        self._splits = [[path, 0] for path in self._files[index:]]
+        if self._splits:
+            self._splits[0][1] = offset
+        self._done = index
 
     def close(self) -> None:
         self._close_file()

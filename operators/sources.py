@@ -4,7 +4,18 @@
 A reader hands out records a batch at a time; ``None`` means the input has ended (bounded
 sources), an empty list means nothing is available right now.
 
->>> reader = NumberSequenceSource(1, 10).create_reader(SourceReaderContext(1, 2))
+Split-based sources (Flink's FLIP-27 shape) can be restored at another parallelism:
+:meth:`Source.create_splits` cuts the input into splits when a job starts without state,
+each subtask's reader gets some through :meth:`SourceReader.add_splits`, and its
+``snapshot_state()`` returns the splits it still holds, each carrying its own progress.
+Those split states are what a checkpoint keeps; on restore they are dealt to the new
+subtasks (even split), so nothing is read twice or lost. A source that does not override
+``create_splits`` keeps one opaque position per subtask and must be restored at the
+parallelism it ran with.
+
+>>> source = NumberSequenceSource(1, 10)
+>>> reader = source.create_reader(SourceReaderContext(1, 2))
+>>> reader.add_splits(source.create_splits(2)[1::2])
 >>> reader.poll_next(100)
 [6, 7, 8, 9, 10]
 >>> reader.poll_next(100) is None
@@ -31,12 +42,15 @@ from flowray.operators.base import (
 from flowray.operators.watermarks import WatermarkEmission, check_watermark_strategy
 
 _READER_STATE = "source-reader-state"
+_SPLIT_STATE = "source-splits"
 
 __all__ = [
     "Boundedness",
     "SourceReaderContext",
     "Source",
     "SourceReader",
+    "SourceRescaleError",
+    "IndexRangeSplit",
     "CollectionSource",
     "NumberSequenceSource",
     "SourceOperator",
@@ -54,17 +68,38 @@ class SourceReaderContext:
     parallelism: int
 
 
+class SourceRescaleError(ValueError):
+    """A source's checkpointed position cannot be given to the subtasks of a restore."""
+
+
 class SourceReader(abc.ABC):
+    """Reads one subtask's share of a source.
+
+    Contract: ``poll_next`` is called from the task thread only; ``snapshot_state`` is
+    called between two ``poll_next`` calls and must describe exactly what the next
+    ``poll_next`` would return (records before it are in the checkpoint, records after it
+    are not). For a split-based source it returns a list with one picklable element per
+    split the reader still holds (finished splits may be left out); otherwise any
+    picklable position, given back to :meth:`restore_state`.
+    """
+
     @abc.abstractmethod
     def poll_next(self, max_records: int) -> Optional[List[Any]]:
         """Up to ``max_records`` records; ``[]`` if none now; ``None`` once ended."""
 
+    def add_splits(self, splits: List[Any]) -> None:
+        """Split-based sources: read ``splits`` (new ones, or split states restored from a
+        checkpoint, as ``snapshot_state`` returned them)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.add_splits: the source creates splits, so its reader "
+            "must accept them")
+
     def snapshot_state(self) -> Any:
-        """The reader's position (checkpointed from the checkpoint issue on)."""
+        """The reader's position (split-based: a list of split states)."""
         return None
 
     def restore_state(self, state: Any) -> None:
-        pass
+        """Not split-based: rewind to a position ``snapshot_state`` returned."""
 
     def close(self) -> None:
         pass
@@ -78,8 +113,64 @@ class Source(abc.ABC):
     def get_boundedness(self) -> Boundedness:
         return Boundedness.BOUNDED
 
+    def create_splits(self, parallelism: int) -> Optional[List[Any]]:
+        """The splits of a job that starts without state; split ``j`` goes to subtask
+        ``j % parallelism``. ``None`` (the default): not split-based."""
+        return None
+
     @abc.abstractmethod
     def create_reader(self, context: SourceReaderContext) -> SourceReader: ...
+
+
+@dataclass(frozen=True)
+class IndexRangeSplit:
+    """Items ``next..end - 1`` of an indexed input (a collection, a number sequence);
+    ``next`` is the progress."""
+
+    next: int
+    end: int
+
+    def __len__(self) -> int:
+        return max(0, self.end - self.next)
+
+
+def index_range_splits(n: int, parallelism: int) -> List[IndexRangeSplit]:
+    """``range(n)`` cut in ``parallelism`` contiguous splits as even as possible."""
+    return [IndexRangeSplit(r.start, r.stop) for r in
+            (_split(n, parallelism, i) for i in range(parallelism))]
+
+
+class IndexRangeReader(SourceReader):
+    """Reads its :class:`IndexRangeSplit` s in the order they were added; ``item(i)`` is
+    the record at index ``i``. Subclasses may override :meth:`read` to read a run."""
+
+    def __init__(self) -> None:
+        self._splits: List[List[int]] = []  # [next, end] per split, in order
+
+    def add_splits(self, splits: List[Any]) -> None:
+        for split in splits:
+            if not isinstance(split, IndexRangeSplit):
+                raise TypeError(f"{type(self).__name__}: expected IndexRangeSplit, got "
+                                f"{split!r}")
+            self._splits.append([split.next, split.end])
+
+    def read(self, start: int, stop: int) -> List[Any]:
+        raise NotImplementedError
+
+    def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        splits = self._splits
+        while splits and splits[0][0] >= splits[0][1]:
+            splits.pop(0)
+        if not splits:
+            return None
+        head = splits[0]
+        stop = min(head[1], head[0] + max_records)
+        batch = self.read(head[0], stop)
+        head[0] = stop
+        return batch
+
+    def snapshot_state(self) -> List[IndexRangeSplit]:
+        return [IndexRangeSplit(a, b) for a, b in self._splits if a < b]
 
 
 def _split(n: int, parallelism: int, index: int) -> range:
@@ -89,23 +180,13 @@ def _split(n: int, parallelism: int, index: int) -> range:
     return range(start, end)
 
 
-class _ListReader(SourceReader):
+class _ListReader(IndexRangeReader):
     def __init__(self, items: Sequence[Any]) -> None:
+        super().__init__()
         self._items = items
-        self._pos = 0
 
-    def poll_next(self, max_records: int) -> Optional[List[Any]]:
-        if self._pos >= len(self._items):
-            return None
-        batch = list(self._items[self._pos:self._pos + max_records])
-        self._pos += len(batch)
-        return batch
-
-    def snapshot_state(self) -> Any:
-        return self._pos
-
-    def restore_state(self, state: Any) -> None:
-        self._pos = int(state)
+    def read(self, start: int, stop: int) -> List[Any]:
+        return list(self._items[start:stop])
 
 
 class CollectionSource(Source):
@@ -116,29 +197,20 @@ class CollectionSource(Source):
     def __init__(self, items: Sequence[Any]) -> None:
         self.items = list(items)
 
+    def create_splits(self, parallelism: int) -> List[IndexRangeSplit]:
+        return index_range_splits(len(self.items), parallelism)
+
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
-        share = _split(len(self.items), context.parallelism, context.subtask_index)
-        return _ListReader(self.items[share.start:share.stop])
+        return _ListReader(self.items)
 
 
-class _RangeReader(SourceReader):
-    def __init__(self, start: int, end_exclusive: int) -> None:
-        self._next = start
-        self._end = end_exclusive
+class _RangeReader(IndexRangeReader):
+    def __init__(self, start: int) -> None:
+        super().__init__()
+        self._start = start
 
-    def poll_next(self, max_records: int) -> Optional[List[Any]]:
-        if self._next >= self._end:
-            return None
-        stop = min(self._end, self._next + max_records)
-        batch = list(range(self._next, stop))
-        self._next = stop
-        return batch
-
-    def snapshot_state(self) -> Any:
-        return self._next
-
-    def restore_state(self, state: Any) -> None:
-        self._next = int(state)
+    def read(self, start: int, stop: int) -> List[Any]:
+        return list(range(self._start + start, self._start + stop))
 
 
 class NumberSequenceSource(Source):
@@ -151,9 +223,21 @@ class NumberSequenceSource(Source):
             raise ValueError(f"NumberSequenceSource: end {end} < start {start}")
         self.start, self.end = int(start), int(end)
 
+    def create_splits(self, parallelism: int) -> List[IndexRangeSplit]:
+        return index_range_splits(self.end - self.start + 1, parallelism)
+
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
-        share = _split(self.end - self.start + 1, context.parallelism, context.subtask_index)
-        return _RangeReader(self.start + share.start, self.start + share.stop)
+        return _RangeReader(self.start)
+
+
+@dataclass(frozen=True)
+class _SubtaskPosition:
+    """The position of a reader of a source that is not split-based, with the subtask
+    and parallelism it belongs to (so a rescaled restore is refused, not misread)."""
+
+    subtask_index: int
+    parallelism: int
+    position: Any
 
 
 class SourceOperator(StreamOperator):
@@ -175,11 +259,14 @@ class SourceOperator(StreamOperator):
         return [self.source] + ([self.watermark_strategy] if self.watermark_strategy else [])
 
     def initialize_state(self, context: StateInitializationContext) -> None:
-        """The reader's position lives in operator list state (one element per subtask)."""
-        self._position = context.get_operator_state_store().get_list_state(
-            ListStateDescriptor(_READER_STATE))
-        restored = list(self._position.get()) if context.is_restored() else []
-        self._restored_position = restored
+        """The reader's position lives in operator list state: one element per split
+        (split-based sources, dealt out again on rescale) or one per subtask."""
+        store = context.get_operator_state_store()
+        self._split_state = store.get_list_state(ListStateDescriptor(_SPLIT_STATE))
+        self._position = store.get_list_state(ListStateDescriptor(_READER_STATE))
+        restored = context.is_restored()
+        self._restored_splits = list(self._split_state.get()) if restored else None
+        self._restored_position = list(self._position.get()) if restored else []
 
     def open(self) -> None:
         self._emission: Optional[WatermarkEmission] = None
@@ -192,24 +279,67 @@ class SourceOperator(StreamOperator):
                                                ctx.processing_time_service.clock, interval)
             self._next_periodic = (ctx.processing_time_service.clock.monotonic_ms() + interval
                                    if interval > 0 else None)
+        ctx = self.ctx
         try:
             self.reader = self.source.create_reader(
-                SourceReaderContext(self.ctx.subtask_index, self.ctx.parallelism))
-            restored = getattr(self, "_restored_position", None)
-            if restored:
-                if len(restored) != 1:
-                    raise ValueError(f"expected one reader position to restore, got "
-                                     f"{len(restored)} (was the source rescaled?)")
-                self.reader.restore_state(restored[0])
+                SourceReaderContext(ctx.subtask_index, ctx.parallelism))
+            self._split_based = self._assign_splits()
+            if not self._split_based:
+                self._restore_position()
+        except SourceRescaleError:
+            raise
         except Exception as e:
             raise self.user_error(e) from e
+
+    def _assign_splits(self) -> bool:
+        """Give the reader its splits (new, or its share of the restored ones); False for
+        a source that is not split-based."""
+        ctx = self.ctx
+        if type(self.source).create_splits is Source.create_splits:
+            return False
+        restored = getattr(self, "_restored_splits", None)
+        if restored is not None and not self._restored_position:
+            self.reader.add_splits(restored)  # possibly none: all were dealt to others
+            return True
+        if restored is not None:  # positions of a run before the source had splits
+            return False
+        splits = self.source.create_splits(ctx.parallelism)
+        if splits is None:
+            return False
+        self.reader.add_splits(list(splits)[ctx.subtask_index::ctx.parallelism])
+        return True
+
+    def _restore_position(self) -> None:
+        positions = getattr(self, "_restored_position", None) or []
+        if not positions:
+            return
+        ctx = self.ctx
+        own = [p for p in positions if isinstance(p, _SubtaskPosition)]
+        if len(own) != len(positions) or len(own) != 1 or \
+                own[0].parallelism != ctx.parallelism:
+            ran_with = {p.parallelism for p in own} or {"?"}
+            raise SourceRescaleError(
+                f"source {self.name!r} (uid {self.uid!r}) keeps one position per subtask and "
+                f"ran with parallelism {'/'.join(str(p) for p in sorted(ran_with, key=str))}; "
+                f"it cannot be restored at parallelism {ctx.parallelism} (implement "
+                "Source.create_splits and SourceReader.add_splits to make it rescalable)")
+        self.reader.restore_state(own[0].position)
 
     def snapshot_state(self, context: StateSnapshotContext) -> None:
         try:
             position = self.reader.snapshot_state()
         except Exception as e:
             raise self.user_error(e) from e
-        self._position.update([position])
+        if self._split_based:
+            if not isinstance(position, (list, tuple)):
+                raise self.user_error(TypeError(
+                    f"{type(self.reader).__name__}.snapshot_state must return a list of split "
+                    f"states for a split-based source, got {type(position).__name__}"))
+            self._split_state.update(list(position))
+            self._position.clear()
+        else:
+            self._position.update([_SubtaskPosition(self.ctx.subtask_index,
+                                                    self.ctx.parallelism, position)])
 
     def emit_next(self, max_records: int) -> Optional[int]:
         """Emit one batch; the number emitted, or ``None`` when the source has ended."""

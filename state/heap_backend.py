@@ -301,7 +301,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             dumps_state({"format": _FORMAT, "kinds": kinds, "groups": groups}),
             self.key_group_range)
 
-    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
+    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
+                claimed: bool = True) -> None:
         for handle in handles:
             if handle is None:
                 continue

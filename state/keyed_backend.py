@@ -173,9 +173,13 @@ class KeyedStateBackend(abc.ABC):
         """Checkpoint ``checkpoint_id`` was aborted: forget what it uploaded. Default:
         nothing."""
 
-    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
+    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
+                claimed: bool = True) -> None:
         """Load the key groups of this backend's range from snapshot files (``read(path)``
-        gives a file's bytes); key groups outside the range are skipped."""
+        gives a file's bytes); key groups outside the range are skipped. ``claimed``:
+        the files belong to this job's checkpoints, so later incremental checkpoints may
+        reference them (a restore from a savepoint or another job's checkpoint never
+        does: Flink's NO_CLAIM)."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore snapshots")
 
     def dispose(self) -> None:

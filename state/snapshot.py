@@ -137,7 +137,8 @@ class TaskStateSnapshot:
 
     ``finished``: the subtask had finished when the checkpoint was taken; restored, it
     emits nothing and ends at once. ``input_ended``: the snapshot was taken after the
-    subtask's input ended and its operators finished (the final checkpoint).
+    subtask's input ended (the final checkpoint); ``drained``: its operators finished
+    then (False after a stop-with-savepoint without drain: a restore runs them on).
     ``file_checksums``: path -> (size, CRC-32) of every file the snapshot needs, checked
     on restore (:mod:`flowray.state.checksums`).
     """
@@ -145,6 +146,7 @@ class TaskStateSnapshot:
     operators: Dict[str, OperatorSubtaskState] = field(default_factory=dict)
     finished: bool = False
     input_ended: bool = False
+    drained: bool = True
     file_checksums: Dict[str, Tuple[int, int]] = field(default_factory=dict)
 
     @staticmethod

@@ -51,6 +51,9 @@ __all__ = [
     "ROCKSDB_LOCAL_DIR",
     "CHECKPOINTS_DIR",
     "CHECKPOINTS_NUM_RETAINED",
+    "SAVEPOINT_PATH",
+    "SAVEPOINT_IGNORE_UNCLAIMED_STATE",
+    "SAVEPOINTS_DIR",
     "MEMORY_THRESHOLD",
     "FAILOVER_STRATEGY",
     "RESTART_STRATEGY_TYPE",
@@ -322,6 +325,30 @@ CHECKPOINTS_NUM_RETAINED = register_option(
     1,
     "Completed checkpoints kept; older ones are subsumed and deleted.",
     check=_at_least_one,
+)
+
+
+SAVEPOINT_PATH = register_option(
+    "execution.savepoint.path",
+    parse_str,
+    None,
+    "Start the job from this savepoint or retained checkpoint (its directory or its "
+    "_metadata file, a path or URI); state is matched to operators by uid.",
+)
+
+SAVEPOINT_IGNORE_UNCLAIMED_STATE = register_option(
+    "execution.savepoint.ignore-unclaimed-state",
+    parse_bool,
+    False,
+    "Allow a restore that leaves state of the savepoint unused (an operator was removed); "
+    "otherwise such a restore fails naming the operator.",
+)
+
+SAVEPOINTS_DIR = register_option(
+    "state.savepoints.dir",
+    parse_str,
+    None,
+    "Default directory for savepoints (a path or URI) when a trigger names none.",
 )
 
 

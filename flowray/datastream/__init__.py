@@ -14,7 +14,12 @@ from flowray.operators.base import CheckpointedFunction, CheckpointListener
 from flowray.datastream.checkpoint_config import CheckpointConfig
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 from flowray.state.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
-from flowray.runtime.execution.client import JobClient, JobExecutionError, JobExecutionResult
+from flowray.runtime.execution.client import (
+    JobClient,
+    JobExecutionError,
+    JobExecutionResult,
+    SavepointError,
+)
 from flowray.runtime.messages import JobStatus
 
 from flowray.datastream.functions import *  # noqa: F401,F403
@@ -24,7 +29,7 @@ from flowray.datastream.state import __all__ as _state_all
 
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "WindowedStream", "AllWindowedStream", "OutputTag",
-           "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient",
+           "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient", "SavepointError",
            "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
            "CheckpointingMode", "CheckpointedFunction", "CheckpointListener",
            "HashMapStateBackend", "EmbeddedRocksDBStateBackend"] + _functions_all + _state_all

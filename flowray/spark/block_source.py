@@ -1,7 +1,12 @@
 """A bounded, replayable, parallel source over Arrow blocks (a Spark DataFrame converted by
-RayDP, or tables in memory): block ``b`` goes to subtask ``b % parallelism``, each row is
-emitted as a named :class:`~flowray.common.types.Row`, and the reader's position is
-``(block, row)``, so a restored reader resumes at the exact row.
+RayDP, or tables in memory): each row is emitted as a named
+:class:`~flowray.common.types.Row`.
+
+The source is split-based (see :mod:`flowray.operators.sources`): each block is a split, a
+:class:`BlockSplit` ``(block, row)`` whose progress is the next row. A job that starts
+without state deals the blocks round-robin (block ``b`` goes to subtask ``b % parallelism``);
+a reader reads its blocks in order, and its checkpointed state is the blocks it has not
+finished, each at its next row, so a restore, at any parallelism, resumes at the exact row.
 
 Where the blocks live is a :class:`BlockStore`: :class:`InMemoryBlockStore` here (tests,
 small inputs); the Ray object store behind RayDP in :mod:`flowray.spark.source`.
@@ -11,27 +16,33 @@ small inputs); the Ray object store behind RayDP in :mod:`flowray.spark.source`.
 ...                             pa.table({"user": ["c"], "n": [3]})])
 >>> source = ArrowBlockSource(store)
 >>> reader = source.create_reader(SourceReaderContext(0, 1))
+>>> reader.add_splits(source.create_splits(1))
 >>> reader.poll_next(1)
 [Row(user='a', n=1)]
->>> position = reader.snapshot_state()
->>> position
-(0, 1)
+>>> state = reader.snapshot_state()
+>>> state
+[BlockSplit(block=0, row=1), BlockSplit(block=1, row=0)]
 >>> again = source.create_reader(SourceReaderContext(0, 1))
->>> again.restore_state(position)
+>>> again.add_splits(state)
 >>> again.poll_next(10), again.poll_next(10), again.poll_next(10)
 ([Row(user='b', n=2)], [Row(user='c', n=3)], None)
+
+A reader given no splits (used directly, or restored from a position of a run that did not
+use splits) reads its round-robin share of the blocks, with the position ``(index in that
+share, row)`` (``restore_state``).
 """
 
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 from flowray.common.types import Row
 
 from flowray.operators.sources import Source, SourceReader, SourceReaderContext
 
-__all__ = ["BlockStore", "InMemoryBlockStore", "ArrowBlockSource"]
+__all__ = ["BlockStore", "InMemoryBlockStore", "ArrowBlockSource", "BlockSplit"]
 
 
 class BlockStore(abc.ABC):
@@ -71,45 +82,105 @@ class InMemoryBlockStore(BlockStore):
         return self.tables[block]
 
 
+@dataclass(frozen=True)
+class BlockSplit:
+    """A split of an :class:`ArrowBlockSource`: block ``block`` from row ``row`` (the
+    progress) to its end."""
+
+    block: int
+    row: int = 0
+
+
 class _BlockReader(SourceReader):
+    """Reads its splits (blocks) in order; without splits, ``blocks`` (its round-robin
+    share) with the position ``(index in blocks, row)``."""
+
     def __init__(self, store: BlockStore, blocks: List[int]) -> None:
         self.store = store
-        self.blocks = blocks
-        self._index = 0          # position in self.blocks
-        self._row = 0            # next row of the current block
-        self._columns: Optional[List[List[Any]]] = None
+        self.blocks = blocks                 # the share read without splits
+        self._split_based: Optional[bool] = None   # decided by the first call
+        self._splits: List[List[int]] = []   # [block, next row] per block not finished
+        self._done = 0                       # blocks finished (the index without splits)
+        self._columns: Optional[List[List[Any]]] = None   # of the head block, once loaded
         self._rows_in_block = 0
 
-    def _load(self) -> None:
-        table = self.store.read(self.blocks[self._index])
+    def _mode(self, split_based: bool, what: str) -> None:
+        if self._split_based is None:
+            self._split_based = split_based
+            if not split_based:
+                self._splits = [[b, 0] for b in self.blocks]
+        elif self._split_based != split_based:
+            raise RuntimeError(
+                f"ArrowBlockSource: {what} on a reader that "
+                + ("was given splits (restore it through add_splits)" if self._split_based
+                   else "already reads its blocks without splits"))
+
+    def add_splits(self, splits: List[Any]) -> None:
+        self._mode(True, "add_splits")
+        for split in splits:
+            if not isinstance(split, BlockSplit):
+                raise TypeError(f"ArrowBlockSource: expected a BlockSplit, got {split!r}")
+            if not 0 <= split.block < self.store.num_blocks or split.row < 0:
+                raise ValueError(f"ArrowBlockSource: split {split!r} does not fit the "
+                                 f"store's {self.store.num_blocks} block(s)")
+            self._splits.append([split.block, split.row])
+
+    def _load(self, block: int) -> None:
+        table = self.store.read(block)
         self._columns = [col.to_pylist() for col in table.columns]
         self._rows_in_block = table.num_rows
 
     def poll_next(self, max_records: int) -> Optional[List[Any]]:
-        while self._index < len(self.blocks):
+        if self._split_based is None:
+            self._mode(False, "poll_next")
+        splits = self._splits
+        while splits:
+            head = splits[0]
             if self._columns is None:
-                self._load()
-            if self._row < self._rows_in_block:
-                end = min(self._rows_in_block, self._row + max_records)
+                self._load(head[0])
+            row = head[1]
+            if row < self._rows_in_block:
+                end = min(self._rows_in_block, row + max_records)
                 fields = self.store.fields
                 batch = [Row.with_fields(fields, values)
-                         for values in zip(*(c[self._row:end] for c in self._columns))]
-                self._row = end
+                         for values in zip(*(c[row:end] for c in self._columns))]
+                head[1] = end
+                if end >= self._rows_in_block:  # finished: left out of snapshots from now
+                    self._next_block()
                 return batch
-            self._index, self._row, self._columns = self._index + 1, 0, None
+            self._next_block()  # an empty block, or restored at its end
         return None
 
+    def _next_block(self) -> None:
+        self._splits.pop(0)
+        self._done += 1
+        self._columns = None
+
     def snapshot_state(self) -> Any:
-        return (self._index, self._row)
+        """Split-based: the blocks not finished as :class:`BlockSplit` s; else
+        ``(index in blocks, row)``."""
+        if self._split_based is None:
+            self._mode(False, "snapshot_state")
+        if self._split_based:
+            return [BlockSplit(block, row) for block, row in self._splits]
+        return (self._done, self._splits[0][1] if self._splits else 0)
 
     def restore_state(self, state: Any) -> None:
-        index, row = state
-        self._index, self._row, self._columns = int(index), int(row), None
+        """Without splits: go to a position ``(index in blocks, row)``."""
+        self._mode(False, "restore_state")
+        index, row = (int(v) for v in state)
+        if not 0 <= index <= len(self.blocks) or row < 0:
+            raise ValueError(f"ArrowBlockSource: position {state!r} does not fit this "
+                             f"subtask's {len(self.blocks)} block(s)")
+        self._splits = [[b, 0] for b in self.blocks[index:]]
+        if self._splits:
+            self._splits[0][1] = row
+        self._done, self._columns = index, None
 
 
 class ArrowBlockSource(Source):
-    """Every row of the store's blocks once (see the module doc). The source's
-    parallelism must stay the same across a restore (the position is per subtask)."""
+    """Every row of the store's blocks once (see the module doc). Split-based: one
+    :class:`BlockSplit` per block, so a job may be restored at another parallelism."""
 
     default_name = "Arrow Blocks"
 
@@ -124,6 +195,12 @@ class ArrowBlockSource(Source):
     def fields(self) -> Tuple[str, ...]:
         return self.store.fields
 
+    def create_splits(self, parallelism: int) -> List[BlockSplit]:
+        """One split per block, in block order (block ``b`` goes to subtask ``b %
+        parallelism``)."""
+        return [BlockSplit(b) for b in range(self.store.num_blocks)]
+
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
+        # the round-robin share is read only if the reader is given no splits
         blocks = list(range(context.subtask_index, self.store.num_blocks, context.parallelism))
         return _BlockReader(self.store, blocks)

@@ -18,6 +18,8 @@ from flowray.testing.sources import (
     FAIL,
     KILL,
     PAUSE,
+    HOLD,
+    HoldMarker,
     FailMarker,
     KillMarker,
     Marker,
@@ -31,5 +33,5 @@ from flowray.testing.sources import (
 __all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen",
            "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource",
            "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker", "FailMarker",
-           "KillMarker", "PauseMarker", "FAIL", "KILL", "PAUSE", "TestingTopology",
+           "KillMarker", "PauseMarker", "HoldMarker", "HOLD", "FAIL", "KILL", "PAUSE", "TestingTopology",
            "RecordingDeployer"]

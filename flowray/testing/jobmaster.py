@@ -164,7 +164,7 @@ class RecordingDeployer(TaskDeployer):
         self.kills.append(sorted(subtasks))
 
     def trigger(self, subtask: Any, checkpoint_id: int, timestamp_ms: int,
-                is_savepoint: bool) -> None:
+                is_savepoint: bool, location: Any = None) -> None:
         self.triggers.append((subtask, checkpoint_id, timestamp_ms, is_savepoint))
 
     def notify_complete(self, subtask: Any, checkpoint_id: int) -> None:

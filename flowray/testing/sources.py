@@ -8,7 +8,10 @@ emitted as records:
 * ``KILL()`` kills the process when the reader runs inside a Ray actor (``os._exit``), or
   raises :class:`SimulatedCrash` when it runs in a plain thread (the local executor), once;
 * ``PAUSE(seconds)`` makes the reader return ``[]`` (without sleeping or blocking) until
-  ``seconds`` have passed on the source's clock since it reached the marker.
+  ``seconds`` have passed on the source's clock since it reached the marker;
+* ``HOLD()`` makes the reader return ``[]`` for as long as the job runs (until it is stopped,
+  e.g. with a savepoint), the first time it is reached; recorded in the ledger, so a test
+  can wait for it (``fired_markers()``) and a reader restored before it reads on past it.
 
 A batch returned by ``poll_next`` stops just before a marker, so a fault happens exactly at
 its place among the records. "Once" holds across recovery: the source rewinds to a
@@ -18,15 +21,24 @@ created with ``O_CREAT | O_EXCL``), and the process that creates the file is the
 that fires. ``PAUSE`` is not a fault and is not recorded: a reader that reaches it again after
 a restore pauses again.
 
-A reader fails at the marker; a recovered reader (a fresh copy of the source, restored to an
-earlier position) replays the records but not the failure:
+With ``parallelism_split=True`` (the default) the source is split-based, as
+:class:`~flowray.operators.sources.CollectionSource`: its splits are
+:class:`~flowray.operators.sources.IndexRangeSplit` s of item indices, so a job may be
+restored at another parallelism. A reader fails at the marker; a recovered reader (a fresh
+copy of the source, given the split states of an earlier checkpoint) replays the records but
+not the failure:
 
 >>> import pickle
 >>> source = TestingSource(["a", "b", FAIL(), "c", "d"])
 >>> context = SourceReaderContext(subtask_index=0, parallelism=1)
 >>> reader = source.create_reader(context)
+>>> reader.add_splits(source.create_splits(1))
+>>> reader.poll_next(1)
+['a']
+>>> checkpoint = reader.snapshot_state(); checkpoint
+[IndexRangeSplit(next=1, end=5)]
 >>> reader.poll_next(10)
-['a', 'b']
+['b']
 >>> try:
 ...     reader.poll_next(10)
 ... except TestingFailure as e:
@@ -35,14 +47,27 @@ failed: FAIL() at item 2
 >>> source.fired_markers()
 [2]
 >>> recovered = pickle.loads(pickle.dumps(source)).create_reader(context)
->>> recovered.restore_state(1)          # a checkpoint taken after 'a'
+>>> recovered.add_splits(checkpoint)
 >>> recovered.poll_next(10)
 ['b']
 >>> recovered.poll_next(10)
 ['c', 'd']
 >>> recovered.poll_next(10) is None
 True
->>> source.cleanup()
+
+With ``parallelism_split=False`` every subtask reads every item and the source is not
+split-based: a reader's position is the index of its next item (``restore_state``), and a
+job must be restored at the parallelism it ran with. A reader given no splits reads the
+same way (its contiguous share when ``parallelism_split=True``):
+
+>>> everything = TestingSource(["x", "y"], parallelism_split=False)
+>>> everything.create_splits(2) is None
+True
+>>> reader = everything.create_reader(SourceReaderContext(subtask_index=1, parallelism=2))
+>>> reader.restore_state(1)
+>>> reader.poll_next(10), reader.snapshot_state()
+(['y'], 2)
+>>> source.cleanup(); everything.cleanup()
 """
 
 from __future__ import annotations
@@ -57,10 +82,12 @@ from typing import Any, List, Optional, Sequence
 from flowray.common.clock import Clock, SystemClock
 from flowray.operators.sources import (
     Boundedness,
+    IndexRangeSplit,
     Source,
     SourceReader,
     SourceReaderContext,
     _split,
+    index_range_splits,
 )
 
 __all__ = [
@@ -72,6 +99,8 @@ __all__ = [
     "FailMarker",
     "KillMarker",
     "PauseMarker",
+    "HoldMarker",
+    "HOLD",
     "FAIL",
     "KILL",
     "PAUSE",
@@ -134,6 +163,20 @@ class PauseMarker(Marker):
         return f"PAUSE({self.seconds!r})"
 
 
+@dataclass(frozen=True)
+class HoldMarker(Marker):
+    """Return ``[]`` from here on, the first time (recorded in the ledger); later readers
+    (after a restore) go past it."""
+
+    def __repr__(self) -> str:
+        return "HOLD()"
+
+
+def HOLD() -> HoldMarker:
+    """A marker: the reader has nothing more until the job is stopped (once)."""
+    return HoldMarker()
+
+
 def FAIL() -> FailMarker:
     """A marker: the reader raises :class:`TestingFailure` here (once)."""
     return FailMarker()
@@ -167,9 +210,13 @@ class TestingSource(Source):
     """A bounded, replayable source over ``items``, with fault markers (see the module doc).
 
     ``parallelism_split=True`` splits ``items`` over the subtasks in contiguous shares, as
-    :class:`CollectionSource`; ``False`` gives every subtask all the items (a marker then
-    still fires in one subtask only). A reader's position (``snapshot_state``) is the index
-    in ``items`` of the next item to read; ``restore_state`` rewinds to it exactly.
+    :class:`CollectionSource`, through splits (``create_splits``: one
+    :class:`IndexRangeSplit` per subtask; a reader's ``snapshot_state`` is the list of its
+    ranges not finished, each at the index of its next item), so a job may be restored at
+    another parallelism. ``False`` gives every subtask all the items (a marker then still
+    fires in one subtask only) and is not split-based: a reader's position
+    (``snapshot_state``) is the index in ``items`` of the next item to read, and
+    ``restore_state`` rewinds to it exactly.
 
     The fault ledger is the directory ``ledger_dir``, or a new temporary one made by this
     constructor; copies of the source (pickled to subtasks and recoveries) share it. Call
@@ -194,7 +241,15 @@ class TestingSource(Source):
     def get_boundedness(self) -> Boundedness:
         return Boundedness.BOUNDED
 
+    def create_splits(self, parallelism: int) -> Optional[List[IndexRangeSplit]]:
+        """``parallelism_split=True``: ``items`` in ``parallelism`` contiguous ranges;
+        ``False``: ``None`` (not split-based)."""
+        if not self.parallelism_split:
+            return None
+        return index_range_splits(len(self.items), parallelism)
+
     def create_reader(self, context: SourceReaderContext) -> "TestingSourceReader":
+        # the share below is read only if the reader is given no splits
         if self.parallelism_split:
             share = _split(len(self.items), context.parallelism, context.subtask_index)
         else:
@@ -238,7 +293,9 @@ class TestingSource(Source):
 
 
 class TestingSourceReader(SourceReader):
-    """Reads ``items[start:end]`` of a :class:`TestingSource`; position = next index."""
+    """Reads items of a :class:`TestingSource`: the :class:`IndexRangeSplit` s it is given,
+    in order (state: the ranges not finished); or, given no splits, ``items[start:end]``
+    (position: the index of the next item)."""
 
     __test__ = False
 
@@ -246,15 +303,49 @@ class TestingSourceReader(SourceReader):
                  context: SourceReaderContext) -> None:
         self._source = source
         self._items = source.items
-        self._start, self._end = start, end
-        self._pos = start
+        self._start, self._end = start, end       # the share read without splits
+        self._split_based: Optional[bool] = None  # decided by the first call
+        self._ranges: List[List[int]] = []        # [next, end] per range not finished
         self._context = context
-        self._pause_until: Optional[float] = None  # set while waiting at a PAUSE at _pos
+        self._pause_until: Optional[float] = None  # set while waiting at the PAUSE at the head
+        self._holding: Optional[int] = None  # index of the HOLD this reader claimed
+
+    def _mode(self, split_based: bool, what: str) -> None:
+        if self._split_based is None:
+            self._split_based = split_based
+            if not split_based:
+                self._ranges = [[self._start, self._end]]
+        elif self._split_based != split_based:
+            raise RuntimeError(
+                f"TestingSource: {what} on a reader that "
+                + ("was given splits (restore it through add_splits)" if self._split_based
+                   else "already reads its share without splits"))
+
+    def add_splits(self, splits: List[Any]) -> None:
+        self._mode(True, "add_splits")
+        n = len(self._items)
+        for split in splits:
+            if not isinstance(split, IndexRangeSplit):
+                raise TypeError(f"TestingSource: expected an IndexRangeSplit, got {split!r}")
+            if not 0 <= split.next <= split.end <= n:
+                raise ValueError(f"TestingSource: split {split!r} does not fit the source's "
+                                 f"{n} item(s)")
+            self._ranges.append([split.next, split.end])
 
     def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        if self._split_based is None:
+            self._mode(False, "poll_next")
+        ranges, items = self._ranges, self._items
         # markers at the head of the remaining items
-        while self._pos < self._end and isinstance(self._items[self._pos], Marker):
-            marker = self._items[self._pos]
+        while True:
+            while ranges and ranges[0][0] >= ranges[0][1]:
+                ranges.pop(0)
+            if not ranges:
+                return None
+            head = ranges[0]
+            marker = items[head[0]]
+            if not isinstance(marker, Marker):
+                break
             if isinstance(marker, PauseMarker):
                 now = self._source.clock.monotonic_ms()
                 if self._pause_until is None:
@@ -262,21 +353,26 @@ class TestingSourceReader(SourceReader):
                 if now < self._pause_until:
                     return []
                 self._pause_until = None
-                self._pos += 1
+                head[0] += 1
+            elif isinstance(marker, HoldMarker):
+                index = head[0]
+                if self._holding == index or self._source._claim(index, self._context):
+                    self._holding = index  # its position stays before the marker
+                    return []
+                head[0] += 1  # held by an earlier reader: go on
             elif marker.is_fault:
-                index = self._pos
-                self._pos += 1  # a caller that goes on polling this reader moves past it
+                index = head[0]
+                head[0] += 1  # a caller that goes on polling this reader moves past it
                 if self._source._claim(index, self._context):
                     self._fire(marker, index)
             else:
-                self._pos += 1
-        if self._pos >= self._end:
-            return None
+                head[0] += 1
         batch: List[Any] = []
-        while (len(batch) < max_records and self._pos < self._end
-               and not isinstance(self._items[self._pos], Marker)):
-            batch.append(self._items[self._pos])
-            self._pos += 1
+        pos, end = head
+        while len(batch) < max_records and pos < end and not isinstance(items[pos], Marker):
+            batch.append(items[pos])
+            pos += 1
+        head[0] = pos
         return batch
 
     def _fire(self, marker: Marker, index: int) -> None:
@@ -292,13 +388,22 @@ class TestingSourceReader(SourceReader):
                                  f"{self._context.subtask_index}; not in a Ray actor)")
         raise TestingFailure(f"{marker!r} at item {index}")
 
-    def snapshot_state(self) -> int:
-        return self._pos
+    def snapshot_state(self) -> Any:
+        """Split-based: the ranges not finished (:class:`IndexRangeSplit` s); else the index
+        of the next item. A PAUSE being waited at is still ahead (it pauses again after a
+        restore)."""
+        if self._split_based is None:
+            self._mode(False, "snapshot_state")
+        if self._split_based:
+            return [IndexRangeSplit(a, b) for a, b in self._ranges if a < b]
+        return self._ranges[0][0] if self._ranges else self._end
 
     def restore_state(self, state: Any) -> None:
+        """Without splits: rewind to the index ``state`` (in this reader's share)."""
+        self._mode(False, "restore_state")
         pos = int(state)
         if not self._start <= pos <= self._end:
             raise ValueError(f"TestingSource: position {pos} is outside this subtask's share "
                              f"[{self._start}, {self._end}]")
-        self._pos = pos
+        self._ranges = [[pos, self._end]]
         self._pause_until = None

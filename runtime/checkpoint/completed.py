@@ -5,10 +5,11 @@ beyond ``state.checkpoints.num-retained``; savepoints never subsumed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from flowray.state.snapshot import TaskStateSnapshot
+from flowray.runtime.checkpoint.state_assignment import VertexStateLayout
 
 __all__ = ["CompletedCheckpoint", "CompletedCheckpointStore"]
 
@@ -18,7 +19,8 @@ class CompletedCheckpoint:
     """A checkpoint every task acknowledged and whose ``_metadata`` was written.
 
     ``task_states`` is keyed by :attr:`SubtaskId.key`; tasks that had finished are present
-    with ``finished=True``. ``external_path`` is the ``_metadata`` path.
+    with ``finished=True``. ``external_path`` is the ``_metadata`` path. ``vertices``:
+    the layout of every vertex (uids, parallelism), so another job can take the state over.
     """
 
     job_id: str
@@ -28,6 +30,7 @@ class CompletedCheckpoint:
     task_states: Dict[str, TaskStateSnapshot]
     is_savepoint: bool = False
     external_path: str = ""
+    vertices: Dict[str, VertexStateLayout] = field(default_factory=dict)
 
     def state_size(self) -> int:
         return sum(s.state_size() for s in self.task_states.values())

@@ -22,7 +22,7 @@ tasks are reached through a :class:`CheckpointGateway`, files through a
 >>> from flowray.state.snapshot import TaskStateSnapshot
 >>> src, sink = SubtaskId("src", 0), SubtaskId("sink", 0)
 >>> class Gateway(CheckpointGateway):
-...     def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
+...     def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint, location=None):
 ...         print("trigger", subtask.key, checkpoint_id)
 ...     def notify_complete(self, subtask, checkpoint_id):
 ...         print("complete", subtask.key, checkpoint_id)
@@ -66,6 +66,8 @@ from flowray.runtime.checkpoint.plan import CheckpointPlan, TaskStatus, compute_
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.runtime.checkpoint.completed import CompletedCheckpoint, CompletedCheckpointStore
 from flowray.runtime.checkpoint.storage import CheckpointStorage
+from flowray.runtime.checkpoint.savepoints import SavepointStorage, write_savepoint_metadata
+from flowray.runtime.checkpoint.state_assignment import VertexStateLayout
 from flowray.runtime.checkpoint.shared_registry import FileHandle, SharedStateRegistry
 from flowray.runtime.checkpoint.shared_files import (
     orphan_shared_files,
@@ -76,7 +78,10 @@ from flowray.runtime.checkpoint.shared_files import (
 from flowray.common.clock import Clock
 from flowray.runtime.graph.execution_graph import SubtaskId
 
-__all__ = ["CheckpointCoordinator"]
+__all__ = ["CheckpointCoordinator", "SavepointCallback"]
+
+#: told how a savepoint ended: ``(savepoint directory, None)`` or ``(None, error message)``
+SavepointCallback = Callable[[Optional[str], Optional[str]], None]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +106,8 @@ class CheckpointCoordinator:
                  clock: Clock,
                  fail_job: Callable[[str], None],
                  stats: Optional[CheckpointStatsTracker] = None,
-                 store: Optional[CompletedCheckpointStore] = None) -> None:
+                 store: Optional[CompletedCheckpointStore] = None,
+                 layouts: Optional[Mapping[str, VertexStateLayout]] = None) -> None:
         self.job_id = job_id
         self.settings = settings
         self.upstream: Dict[SubtaskId, FrozenSet[SubtaskId]] = {
@@ -133,6 +139,11 @@ class CheckpointCoordinator:
         self._not_triggered_streak = 0  # periodic triggers in a row that could not start
         # files shared between incremental checkpoints, counted over the retained ones
         self.registry = SharedStateRegistry(discard=self._discard_shared_file)
+        #: every vertex's layout, recorded in each checkpoint (for restores by uid)
+        self.layouts: Dict[str, VertexStateLayout] = dict(layouts or {})
+        self._savepoint_callbacks: Dict[int, SavepointCallback] = {}
+        #: a stop-with-savepoint under way: (savepoint directory, callback)
+        self._stop: Optional[tuple] = None
 
     def _first_checkpoint_id(self) -> int:
         """1, or past every checkpoint already in the store or in storage (a restarted
@@ -149,6 +160,11 @@ class CheckpointCoordinator:
         if on_disk:
             highest = max(highest, on_disk[-1])
         return highest + 1
+
+    def continue_after(self, checkpoint_id: int) -> None:
+        """Number new checkpoints after ``checkpoint_id`` (the savepoint a job starts
+        from), so no id of its transactions is reused."""
+        self._next_id = max(self._next_id, checkpoint_id + 1)
 
     def recover_from_storage(self) -> Optional[CompletedCheckpoint]:
         """After a job master restart: load the retained checkpoints from storage into the
@@ -302,12 +318,14 @@ class CheckpointCoordinator:
             if now - p.trigger_monotonic_ms >= self.settings.timeout_ms:
                 self._abort(p, CheckpointFailureReason.EXPIRED)
         self._maybe_trigger_final()
-        if self._next_trigger_ms is not None and now >= self._next_trigger_ms:
+        if self._next_trigger_ms is not None and now >= self._next_trigger_ms \
+                and self._stop is None:
             self.trigger_checkpoint(is_savepoint=False, periodic=True)
 
     # -- triggering ------------------------------------------------------------------------------
     def trigger_checkpoint(self, is_savepoint: bool = False,
-                           periodic: bool = True) -> TriggerResult:
+                           periodic: bool = True,
+                           location: Optional[str] = None) -> TriggerResult:
         """Start a checkpoint. Periodic ones obey max-concurrent and min-pause; savepoints
         and forced checkpoints (``periodic=False``) do not. A failed precondition consumes
         no checkpoint id."""
@@ -322,7 +340,39 @@ class CheckpointCoordinator:
             return TriggerResult(None, failure)
         self._not_triggered_streak = 0
         plan = self.plan()
-        return TriggerResult(self._start(plan, is_savepoint, periodic, now), None)
+        return TriggerResult(self._start(plan, is_savepoint, periodic, now,
+                                         location=location), None)
+
+    def trigger_savepoint(self, location: str, on_done: SavepointCallback) -> TriggerResult:
+        """Start a savepoint written to the directory ``location``; ``on_done`` is told
+        how it ends. Sinks do not commit on it (a restore may go back to an earlier
+        checkpoint); its transactions commit with the next checkpoint."""
+        result = self.trigger_checkpoint(is_savepoint=True, periodic=False,
+                                         location=location)
+        if result.ok:
+            self._savepoint_callbacks[result.checkpoint_id] = on_done
+        else:
+            on_done(None, f"savepoint not triggered: {result.failure.value}")
+        return result
+
+    def request_stop(self, location: str, on_done: SavepointCallback) -> Optional[str]:
+        """Stop-with-savepoint: once every task has ended its input (the job master stops
+        the sources), a final savepoint is written to ``location``; tasks are notified of
+        its completion (sinks commit) and finish. If it fails, the job fails over
+        (``fail_job``). Returns an error message if a stop cannot start now."""
+        if self._shutdown:
+            return "the job is not running"
+        if self._stop is not None:
+            return "a stop-with-savepoint is already under way"
+        if any(s == TaskStatus.NOT_RUNNING for s in self.statuses.values()):
+            return "not every task is running (the job is restarting)"
+        self._stop = (location, on_done)
+        self._maybe_trigger_final()
+        return None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop is not None
 
     def _report_not_triggered(self, failure: CheckpointFailureReason) -> None:
         """Counted in the stats; logged once per outage (the trigger is retried every
@@ -371,13 +421,15 @@ class CheckpointCoordinator:
             self._next_trigger_ms = None
 
     def _start(self, plan: CheckpointPlan, is_savepoint: bool, periodic: bool,
-               now: float, is_final: bool = False) -> int:
+               now: float, is_final: bool = False, location: Optional[str] = None,
+               terminate: bool = False) -> int:
         cid = self._next_id
         self._next_id += 1
         timestamp = self.clock.now_ms()
         p = PendingCheckpoint(cid, timestamp, set(plan.tasks_to_ack), set(plan.finished),
                               is_savepoint, tasks_to_trigger=plan.tasks_to_trigger,
-                              trigger_monotonic_ms=now, is_final=is_final)
+                              trigger_monotonic_ms=now, is_final=is_final,
+                              location=location, terminate=terminate)
         self._pending[cid] = p
         self.stats.report_triggered(cid, timestamp, is_savepoint,
                                     num_tasks=len(plan.tasks_to_ack) + len(plan.finished))
@@ -416,7 +468,8 @@ class CheckpointCoordinator:
             if p.is_discarded:
                 return
             try:
-                self.gateway.trigger(t, p.checkpoint_id, p.trigger_ms, p.is_savepoint)
+                self.gateway.trigger(t, p.checkpoint_id, p.trigger_ms, p.is_savepoint,
+                                     location=p.location)
             except Exception:  # noqa: BLE001 - a task we cannot reach fails the checkpoint
                 log.warning("could not trigger checkpoint %d on %s", p.checkpoint_id,
                             t.key, exc_info=True)
@@ -427,7 +480,16 @@ class CheckpointCoordinator:
         """Trigger the final checkpoint when every task not finished has ended its input,
         some of them still wait for a checkpoint taken after that, no pending checkpoint
         will be one, and max-concurrent allows."""
-        if self._shutdown or not self._awaiting_final or not self._all_ended():
+        if self._shutdown or not self._all_ended():
+            return
+        if self._stop is not None:  # the final checkpoint is the stop's savepoint
+            if not any(p.terminate for p in self._pending.values()):
+                cid = self._start(self.plan(), True, False, self.clock.monotonic_ms(),
+                                  is_final=True, location=self._stop[0], terminate=True)
+                if self._stop is not None:  # (a failed trigger has ended it)
+                    self._savepoint_callbacks[cid] = self._stop[1]
+            return
+        if not self._awaiting_final:
             return
         waiting = self._awaiting_final
         for p in self._pending.values():
@@ -477,14 +539,18 @@ class CheckpointCoordinator:
     def _complete(self, p: PendingCheckpoint) -> None:
         cid = p.checkpoint_id
         completed = CompletedCheckpoint(self.job_id, cid, p.trigger_ms, self.clock.now_ms(),
-                                        dict(p.task_states), p.is_savepoint)
+                                        dict(p.task_states), p.is_savepoint,
+                                        vertices=dict(self.layouts))
         try:
-            if self.storage is None:
+            if self.storage is None and p.location is None:
                 raise RuntimeError("no checkpoint storage configured")
             # before the metadata is written: it must name the copies the registry keeps
             if not p.is_savepoint:  # savepoints are self-contained
                 register_shared_state(self.registry, cid, completed.task_states)
-            completed.external_path = self.storage.write_metadata(completed)
+            if p.location is not None:
+                write_savepoint_metadata(completed, p.location)
+            else:
+                completed.external_path = self.storage.write_metadata(completed)
         except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
             log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
             self.registry.release_checkpoint(cid)
@@ -510,6 +576,15 @@ class CheckpointCoordinator:
                     self._awaiting_final.discard(self._by_key[key])
         else:
             self.store.add(completed)
+            if p.terminate:  # the stop's savepoint: sinks commit, tasks finish
+                for t in sorted(p.tasks_to_ack):
+                    if self.statuses.get(t) in (TaskStatus.RUNNING, TaskStatus.ENDED_INPUT):
+                        self._notify(self.gateway.notify_complete, t, cid)
+                self._awaiting_final.clear()
+                self._stop = None
+            callback = self._savepoint_callbacks.pop(cid, None)
+            if callback is not None:
+                self._notify(callback, p.location, None)
         log.info("completed %s %d of %s (%d bytes, %d ms)",
                  "savepoint" if p.is_savepoint else "checkpoint", cid, self.job_id,
                  completed.state_size(), completed.duration_ms)
@@ -522,7 +597,10 @@ class CheckpointCoordinator:
         p.abort(reason)
         self._pending.pop(p.checkpoint_id, None)
         self._recently_aborted.append(p.checkpoint_id)
-        self._discard_dir(p.checkpoint_id)
+        if p.location is not None:  # a savepoint that never completed is not the user's
+            self._discard_savepoint_dir(p.location)
+        else:
+            self._discard_dir(p.checkpoint_id)
         self._discard_unreferenced(p.task_states)
         if not notify_nobody(reason):
             for t in sorted(p.tasks_to_ack):
@@ -530,6 +608,15 @@ class CheckpointCoordinator:
                     self._notify(self.gateway.notify_aborted, t, p.checkpoint_id, reason)
         text = reason.value + (f" {message}" if message else "")
         self.stats.report_failed(p.checkpoint_id, self.clock.now_ms(), text)
+        callback = self._savepoint_callbacks.pop(p.checkpoint_id, None)
+        if callback is not None:
+            self._notify(callback, None, f"savepoint {p.checkpoint_id} failed: {text}")
+        if p.terminate:
+            self._stop = None
+            if reason != CheckpointFailureReason.COORDINATOR_SHUTDOWN:
+                # the sources have stopped: only a restart brings the job back
+                self.fail_job(f"stop-with-savepoint failed: savepoint {p.checkpoint_id} "
+                              f"aborted ({text})")
         log.info("%s %d of %s aborted: %s", "savepoint" if p.is_savepoint else "checkpoint",
                  p.checkpoint_id, self.job_id, text)
         error = self.failures.on_failure(p.checkpoint_id, reason, p.is_savepoint, from_task)
@@ -547,6 +634,13 @@ class CheckpointCoordinator:
             self.storage.discard_checkpoint(checkpoint_id)
         except Exception:  # noqa: BLE001 - leftover files are not worth failing for
             log.warning("could not discard checkpoint %d of %s", checkpoint_id, self.job_id,
+                        exc_info=True)
+
+    def _discard_savepoint_dir(self, location: str) -> None:
+        try:
+            SavepointStorage(location).discard_job()
+        except Exception:  # noqa: BLE001 - leftover files are not worth failing for
+            log.warning("could not delete the files of failed savepoint %s", location,
                         exc_info=True)
 
     def _discard_completed(self, checkpoint_id: int) -> None:
@@ -580,6 +674,10 @@ class CheckpointCoordinator:
         self._next_trigger_ms = None
         for p in list(self._pending.values()):
             self._abort(p, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+        if self._stop is not None:
+            _, callback = self._stop
+            self._stop = None
+            self._notify(callback, None, "the job ended before the stop's savepoint")
 
     # -- helpers ----------------------------------------------------------------------------------
     def _check_known(self, subtask: SubtaskId) -> None:

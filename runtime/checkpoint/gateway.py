@@ -24,8 +24,10 @@ class CheckpointGateway(abc.ABC):
 
     @abc.abstractmethod
     def trigger(
-        self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int, is_savepoint: bool
-    ) -> None: ...
+        self, subtask: SubtaskId, checkpoint_id: int, timestamp_ms: int, is_savepoint: bool,
+        location: Optional[str] = None,
+    ) -> None:
+        """``location``: a savepoint's directory, where the task writes its files."""
 
     @abc.abstractmethod
     def notify_complete(self, subtask: SubtaskId, checkpoint_id: int) -> None: ...

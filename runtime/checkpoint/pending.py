@@ -56,6 +56,8 @@ class PendingCheckpoint:
         tasks_to_trigger: Iterable[SubtaskId] = (),
         trigger_monotonic_ms: Optional[float] = None,
         is_final: bool = False,
+        location: Optional[str] = None,
+        terminate: bool = False,
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.trigger_ms = trigger_ms
@@ -64,6 +66,9 @@ class PendingCheckpoint:
         )
         self.is_savepoint = is_savepoint
         self.is_final = is_final
+        #: a savepoint's directory; ``terminate``: the savepoint of a stop-with-savepoint
+        self.location = location
+        self.terminate = terminate
         self.tasks_to_ack: FrozenSet[SubtaskId] = frozenset(tasks_to_ack)
         self.finished: FrozenSet[SubtaskId] = frozenset(finished) - self.tasks_to_ack
         self.tasks_triggered: Set[SubtaskId] = set(tasks_to_trigger)

@@ -38,9 +38,11 @@ import re
 import struct
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
 import cloudpickle
+
+from flowray.state.snapshot_paths import resolve_relative_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     from flowray.runtime.checkpoint.completed import CompletedCheckpoint
@@ -61,6 +63,8 @@ __all__ = [
     "encode_metadata",
     "decode_metadata",
     "load_checkpoint",
+    "file_reader",
+    "filesystem_path",
 ]
 
 METADATA_FILE = "_metadata"
@@ -428,9 +432,28 @@ def checkpoint_storage_from_config(config: "Union[Configuration, Mapping[str, An
     return FsCheckpointStorage(directory, job_id)
 
 
+def filesystem_path(uri_or_path: str) -> str:
+    """``uri_or_path`` as a path inside its file system (local paths made absolute)."""
+    return _filesystem(os.fspath(uri_or_path))[1]
+
+
+def file_reader(location: str) -> "Callable[[str], bytes]":
+    """``read(path)`` for paths in the file system of ``location`` (a path or URI)."""
+    fs, _ = _filesystem(os.fspath(location))
+
+    def read(path: str) -> bytes:
+        try:
+            with fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"checkpoint file not found: {path}") from None
+    return read
+
+
 def load_checkpoint(uri_or_path: str) -> "CompletedCheckpoint":
     """Read a checkpoint or savepoint from its ``chk-<n>`` directory or ``_metadata`` file,
-    given as a path or URI, without knowing its job (``flowray run -s PATH``)."""
+    given as a path or URI, without knowing its job (``flowray run -s PATH``). A
+    savepoint's relative file paths are resolved against where it is now."""
     fs, path = _filesystem(os.fspath(uri_or_path))
     path = path.rstrip("/")
     if path.rsplit("/", 1)[-1] != METADATA_FILE:
@@ -442,4 +465,7 @@ def load_checkpoint(uri_or_path: str) -> "CompletedCheckpoint":
         raise FileNotFoundError(f"no checkpoint metadata at {path}") from None
     checkpoint = decode_metadata(data, path)
     checkpoint.external_path = path
+    if checkpoint.is_savepoint:
+        checkpoint.task_states = resolve_relative_paths(checkpoint.task_states,
+                                                        path.rsplit("/", 1)[0])
     return checkpoint

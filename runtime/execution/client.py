@@ -23,6 +23,7 @@ __all__ = [
     "JobExecutionResult",
     "JobHandle",
     "JobClient",
+    "SavepointError",
     "DriverConnections",
     "DriverEndpoint",
     "CollectIterator",
@@ -105,6 +106,11 @@ class JobExecutionResult:
         return f"JobExecutionResult({self.summary()})"
 
 
+class SavepointError(RuntimeError):
+    """A savepoint could not be taken (the message says why); the job runs on, or, if a
+    stop-with-savepoint failed after its sources stopped, fails over and runs on."""
+
+
 class JobHandle:
     """How a client reaches a running job (implemented by each executor)."""
 
@@ -126,6 +132,12 @@ class JobHandle:
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {}
+
+    def savepoint(self, target_dir: Optional[str], stop: bool, drain: bool,
+                  timeout_s: Optional[float]) -> "tuple[Optional[str], Optional[str]]":
+        """Take a savepoint (``stop``: and stop the job); ``(directory, None)`` or
+        ``(None, error)``."""
+        raise NotImplementedError
 
     def release(self) -> None:
         pass
@@ -182,6 +194,37 @@ class JobClient:
         if self._result is not None:
             return dict(self._result.checkpoint_stats)
         return self._handle.checkpoint_stats()
+
+    def trigger_savepoint(self, savepoint_directory: Optional[str] = None,
+                          timeout_s: Optional[float] = None) -> str:
+        """Take a savepoint of the running job into a new directory under
+        ``savepoint_directory`` (default: ``state.savepoints.dir``) and return that
+        directory once the savepoint is complete; the job runs on. The savepoint is the
+        user's: flowray never deletes it, and it can be moved before a restore
+        (``execution.savepoint.path``). Raises :class:`SavepointError`."""
+        return self._savepoint(savepoint_directory, False, False, timeout_s)
+
+    def stop_with_savepoint(self, savepoint_directory: Optional[str] = None,
+                            drain: bool = False, timeout_s: Optional[float] = None) -> str:
+        """Stop the job with a final savepoint: sources stop, the savepoint is taken,
+        sinks commit, and the job ends FINISHED; returns the savepoint directory.
+        ``drain=True`` first ends the input as a bounded source would (the watermark
+        goes to the end of time, so windows and timers fire); without it, state stays
+        as it was, ready to go on after a restore. Raises :class:`SavepointError` (the
+        job then fails over and runs on)."""
+        path = self._savepoint(savepoint_directory, True, drain, timeout_s)
+        self._wait_outcome(timeout_s)
+        return path
+
+    def _savepoint(self, directory: Optional[str], stop: bool, drain: bool,
+                   timeout_s: Optional[float]) -> str:
+        if self._result is not None:
+            raise SavepointError(f"job {self._handle.job_name!r} has ended "
+                                 f"({self._result.status.value})")
+        path, error = self._handle.savepoint(directory, stop, drain, timeout_s)
+        if error is not None or path is None:
+            raise SavepointError(error or "the savepoint failed")
+        return path
 
     def wait(self, timeout_s: Optional[float] = None) -> JobExecutionResult:
         """Block until the job ends; its result, or :class:`JobExecutionError`."""

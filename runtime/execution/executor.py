@@ -20,6 +20,8 @@ from flowray.common.options import (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTS_DIR,
     RUNTIME_MODE,
+    SAVEPOINT_IGNORE_UNCLAIMED_STATE,
+    SAVEPOINT_PATH,
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
@@ -59,6 +61,8 @@ class PreparedJob:
     config: Dict[str, Any]
     # endpoint id -> (mode, channel ids the driver must accept)
     driver_sinks: Dict[str, Tuple[str, List[str]]] = field(default_factory=dict)
+    #: the savepoint or retained checkpoint the job starts from (execution.savepoint.path)
+    restore_checkpoint: Any = None
 
     def execution_graph(self) -> ExecutionGraph:
         return ExecutionGraph(self.job_graph)
@@ -100,7 +104,31 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
         # resolved here: task actors run in other working directories
         config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)
     return PreparedJob(uuid.uuid4().hex[:12], job_graph.job_name, job_graph, plan_bytes,
-                       config, driver_sinks)
+                       config, driver_sinks, load_restore_checkpoint(job_graph, conf))
+
+
+def load_restore_checkpoint(job_graph: JobGraph, conf: Configuration) -> Any:
+    """The checkpoint at ``execution.savepoint.path`` (None if unset), checked against the
+    job now: a missing path, state no operator claims or a changed max parallelism fail
+    here, before anything is deployed."""
+    path = conf.get(SAVEPOINT_PATH)
+    if not path:
+        return None
+    from flowray.runtime.checkpoint.state_assignment import assign_task_states, vertex_layouts
+    from flowray.runtime.checkpoint.storage import load_checkpoint
+
+    try:
+        checkpoint = load_checkpoint(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"execution.savepoint.path: no savepoint or checkpoint at {path} (expected a "
+            "directory holding _metadata, or the _metadata file)") from None
+    assign_task_states(checkpoint, vertex_layouts(job_graph),
+                       conf.get(SAVEPOINT_IGNORE_UNCLAIMED_STATE))
+    log.info("flowray: the job starts from %s %d at %s",
+             "savepoint" if checkpoint.is_savepoint else "checkpoint",
+             checkpoint.checkpoint_id, path)
+    return checkpoint
 
 
 class JobExecutor(abc.ABC):

@@ -136,7 +136,8 @@ class _LocalJob(TaskDeployer, JobHandle):
         self.done = threading.Event()
         self._outcome: Optional[JobOutcome] = None
         self.scheduler = JobScheduler(job.job_id, job.job_name, job.execution_graph(),
-                                      job.plan_bytes, self, clock, job.config)
+                                      job.plan_bytes, self, clock, job.config,
+                                      initial_checkpoint=job.restore_checkpoint)
         self._thread = threading.Thread(target=self._loop, name="flowray-local-jobmaster",
                                         daemon=True)
 
@@ -189,10 +190,11 @@ class _LocalJob(TaskDeployer, JobHandle):
     def _task(self, subtask: SubtaskId) -> Optional[StreamTask]:
         return self.tasks.get(subtask)
 
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint) -> None:
+    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint,
+                location=None) -> None:
         t = self._task(subtask)
         if t is not None:
-            t.trigger_checkpoint(checkpoint_id, timestamp_ms, is_savepoint)
+            t.trigger_checkpoint(checkpoint_id, timestamp_ms, is_savepoint, location)
 
     def notify_complete(self, subtask, checkpoint_id) -> None:
         t = self._task(subtask)
@@ -224,6 +226,27 @@ class _LocalJob(TaskDeployer, JobHandle):
             return result.get(timeout=10)
         except queue.Empty:
             return {}
+
+    def stop_sources(self, subtasks, stop_mode: int) -> None:
+        for s in subtasks:
+            t = self._task(s)
+            if t is not None:
+                t.stop_source(stop_mode)
+
+    def savepoint(self, target_dir, stop, drain, timeout_s):
+        result: "queue.Queue[Any]" = queue.Queue()
+
+        def request() -> None:
+            done = lambda path, error: result.put((path, error))  # noqa: E731
+            if stop:
+                self.scheduler.stop_with_savepoint(target_dir, drain, done)
+            else:
+                self.scheduler.trigger_savepoint(target_dir, done)
+        self.events.put(request)
+        try:
+            return result.get(timeout=timeout_s)
+        except queue.Empty:
+            return None, f"no savepoint after {timeout_s} s"
 
     def progress(self) -> Dict[str, Any]:
         ms = [t.metrics() for t in list(self.tasks.values())]

@@ -223,8 +223,13 @@ class TaskActor:
                 return
         action(self.task)
 
-    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int, is_savepoint: bool) -> None:
-        self._to_task(lambda t: t.trigger_checkpoint(checkpoint_id, timestamp, is_savepoint))
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int, is_savepoint: bool,
+                           location: Optional[str] = None) -> None:
+        self._to_task(lambda t: t.trigger_checkpoint(checkpoint_id, timestamp, is_savepoint,
+                                                     location))
+
+    def stop_source(self, stop_mode: int) -> None:
+        self._to_task(lambda t: t.stop_source(stop_mode))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self._to_task(lambda t: t.notify_checkpoint_complete(checkpoint_id))
@@ -267,7 +272,8 @@ class JobMaster(TaskDeployer):
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
-                                      SystemClock(), job.config)
+                                      SystemClock(), job.config,
+                                      initial_checkpoint=job.restore_checkpoint)
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
@@ -380,10 +386,17 @@ class JobMaster(TaskDeployer):
         dead = set(subtasks)
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
 
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint) -> None:
+    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint,
+                location=None) -> None:
         actor = self.actors.get(subtask)
         if actor is not None:
-            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint)
+            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint, location)
+
+    def stop_sources(self, subtasks, stop_mode: int) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is not None:
+                actor.stop_source.remote(stop_mode)
 
     def notify_complete(self, subtask, checkpoint_id) -> None:
         actor = self.actors.get(subtask)
@@ -410,6 +423,27 @@ class JobMaster(TaskDeployer):
     # -- calls from the driver ---------------------------------------------------------
     def cancel(self) -> None:
         self._cancel.set()
+
+    def savepoint(self, target_dir: Optional[str], stop: bool, drain: bool,
+                  timeout_s: Optional[float]) -> Tuple[Optional[str], Optional[str]]:
+        """Take a savepoint (``stop``: stop-with-savepoint); blocks this call's thread
+        until it completes or fails: ``(directory, None)`` or ``(None, error)``."""
+        done = threading.Event()
+        result: List[Any] = [None, "no answer"]
+
+        def on_done(path: Optional[str], error: Optional[str]) -> None:
+            result[:] = [path, error]
+            done.set()
+
+        def request() -> None:
+            if stop:
+                self.scheduler.stop_with_savepoint(target_dir, drain, on_done)
+            else:
+                self.scheduler.trigger_savepoint(target_dir, on_done)
+        self.events.put(request)
+        if not done.wait(timeout_s):
+            return None, f"no savepoint after {timeout_s} s"
+        return result[0], result[1]
 
     def status(self) -> str:
         return self.scheduler.status.value
@@ -489,6 +523,9 @@ class _RayJobHandle(JobHandle):
 
     def task_actor_names(self) -> Dict[str, str]:
         return ray.get(self.master.task_actor_names.remote(), timeout=10)
+
+    def savepoint(self, target_dir, stop, drain, timeout_s):
+        return tuple(ray.get(self.master.savepoint.remote(target_dir, stop, drain, timeout_s)))
 
     def release(self) -> None:
         try:

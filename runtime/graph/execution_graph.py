@@ -77,12 +77,12 @@ class TaskDeploymentDescriptor:
     config: Dict[str, Any]
     attempt: int = 0
     driver_endpoints: Dict[str, Any] = field(default_factory=dict)
-    # the checkpoint this attempt starts from, and this subtask's state in it
-    restore_checkpoint_id: Optional[int] = None
-    restore_state: Any = None  # flowray.state.snapshot.TaskStateSnapshot
-    #: the states in that checkpoint of every subtask of this vertex, by subtask index
-    #: (operator state is redistributed from all of them: union state goes to everyone)
-    restore_vertex_states: Optional[List[Any]] = None
+    #: what this attempt restores (flowray.runtime.checkpoint.state_assignment.TaskRestore)
+    restore: Any = None
+
+    @property
+    def restore_checkpoint_id(self) -> Optional[int]:
+        return self.restore.checkpoint_id if self.restore is not None else None
 
     @property
     def task_name(self) -> str:
@@ -153,10 +153,7 @@ class ExecutionGraph:
     def deployment_descriptor(self, subtask: SubtaskId, job_id: str, plan_bytes: bytes,
                               config: Dict[str, Any], attempt: int = 0,
                               driver_endpoints: Dict[str, Any] | None = None,
-                              restore_checkpoint_id: Optional[int] = None,
-                              restore_state: Any = None,
-                              restore_vertex_states: Optional[List[Any]] = None
-                              ) -> TaskDeploymentDescriptor:
+                              restore: Any = None) -> TaskDeploymentDescriptor:
         v = self.vertex(subtask)
         kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism,
                                                          subtask.index)
@@ -164,8 +161,7 @@ class ExecutionGraph:
             self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
-            dict(driver_endpoints or {}), restore_checkpoint_id, restore_state,
-            restore_vertex_states)
+            dict(driver_endpoints or {}), restore)
 
     def upstream(self) -> Dict[SubtaskId, set]:
         """Every subtask -> the subtasks it reads from (empty for sources)."""

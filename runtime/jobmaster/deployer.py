@@ -27,3 +27,8 @@ class TaskDeployer(CheckpointGateway):
     @abc.abstractmethod
     def kill(self, subtasks: Iterable[SubtaskId]) -> None:
         """Stop tasks that did not answer a cancel in time; no result will come."""
+
+    def stop_sources(self, subtasks: Iterable[SubtaskId], stop_mode: int) -> None:
+        """Stop-with-savepoint: the source tasks stop reading and end their output with
+        ``stop_mode``. Default: not supported."""
+        raise NotImplementedError(f"{type(self).__name__} cannot stop sources")

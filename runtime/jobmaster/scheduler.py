@@ -28,10 +28,17 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Set
 
-from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator
+from flowray.runtime.checkpoint.completed import CompletedCheckpoint
+from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator, SavepointCallback
 from flowray.runtime.checkpoint.failure import CheckpointFailureReason
 from flowray.runtime.checkpoint.retention import clean_up_ended_job
+from flowray.runtime.checkpoint.savepoints import savepoint_directory
 from flowray.runtime.checkpoint.settings import CheckpointSettings
+from flowray.runtime.checkpoint.state_assignment import (
+    TaskRestore,
+    assign_task_states,
+    vertex_layouts,
+)
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import (
     JOB_FILE,
@@ -74,6 +81,7 @@ from flowray.runtime.messages import (
     TaskState,
 )
 from flowray.runtime.network.blocking_partition import BlockingPartitionStore
+from flowray.runtime.network.elements import STOP_DRAIN, STOP_NO_DRAIN
 from flowray.state.snapshot import TaskStateSnapshot
 
 from flowray.common.clock import Clock
@@ -82,6 +90,8 @@ from flowray.common.options import (
     BLOCKING_PARTITIONS_DIR,
     CHECKPOINTS_RETENTION,
     RUNTIME_MODE,
+    SAVEPOINT_IGNORE_UNCLAIMED_STATE,
+    SAVEPOINTS_DIR,
 )
 
 __all__ = ["JobScheduler", "CANCEL_GRACE_MS"]
@@ -98,7 +108,8 @@ class JobScheduler:
                  plan_bytes: Dict[str, bytes], deployer: TaskDeployer, clock: Clock,
                  config: Optional[Dict[str, Any]] = None,
                  restart_strategy: Optional[RestartStrategy] = None,
-                 storage: Optional[CheckpointStorage] = None) -> None:
+                 storage: Optional[CheckpointStorage] = None,
+                 initial_checkpoint: Optional[CompletedCheckpoint] = None) -> None:
         self.job_id = job_id
         self.job_name = job_name
         self.eg = execution_graph
@@ -130,9 +141,19 @@ class JobScheduler:
         if storage is None and self.settings.enabled:
             storage = checkpoint_storage_from_config(conf, job_id)
         self.storage = storage
+        job_graph = getattr(execution_graph, "job_graph", None)
+        self.layouts = vertex_layouts(job_graph) if job_graph is not None else {}
+        #: the savepoint or retained checkpoint the job started from (``-s PATH``): used
+        #: until the job completes a checkpoint of its own
+        self.initial_checkpoint = initial_checkpoint
+        self.allow_non_restored_state = conf.get(SAVEPOINT_IGNORE_UNCLAIMED_STATE)
+        self.savepoints_dir = conf.get(SAVEPOINTS_DIR)
+        self._assigned: Optional[tuple] = None  # (checkpoint, {subtask key: TaskRestore})
         self.coordinator = CheckpointCoordinator(
             job_id, self.settings, execution_graph.upstream(), storage, deployer, clock,
-            self._on_checkpoint_failure_threshold, stats=self.stats)
+            self._on_checkpoint_failure_threshold, stats=self.stats, layouts=self.layouts)
+        if initial_checkpoint is not None:  # ids go on from the savepoint's (Flink)
+            self.coordinator.continue_after(initial_checkpoint.checkpoint_id)
         # regions, blocking partitions and the failover strategy
         self.attempts: Dict[SubtaskId, int] = {}
         self._created: Set[SubtaskId] = set(self.subtasks)   # not (re)deployed yet
@@ -206,11 +227,72 @@ class JobScheduler:
             return None
         self.job_master_restarts = record_job_master_restart(self.storage)
         latest = self.coordinator.recover_from_storage()
+        if latest is None and self.initial_checkpoint is not None:
+            latest = self.initial_checkpoint
         log.warning("flowray: job master of %r restarted (%d time(s)); %s", self.job_name,
                     self.job_master_restarts,
                     f"resuming from checkpoint {latest.checkpoint_id}" if latest is not None
                     else "no completed checkpoint: the job starts over")
         return latest.checkpoint_id if latest is not None else None
+
+    # -- savepoints --------------------------------------------------------------------
+    def _savepoint_location(self, target_dir: Optional[str]) -> str:
+        target = target_dir or self.savepoints_dir
+        if not target:
+            raise ValueError("no savepoint directory: pass one, or set state.savepoints.dir")
+        return savepoint_directory(target, self.job_id)
+
+    def trigger_savepoint(self, target_dir: Optional[str], on_done: SavepointCallback) -> None:
+        """Take a savepoint into a new directory under ``target_dir`` (or
+        ``state.savepoints.dir``); ``on_done(directory, None)`` or ``(None, error)``."""
+        if self.status is not JobStatus.RUNNING:
+            on_done(None, f"cannot take a savepoint: the job is {self.status.value}")
+            return
+        try:
+            location = self._savepoint_location(target_dir)
+        except ValueError as e:
+            on_done(None, str(e))
+            return
+        self.coordinator.trigger_savepoint(location, on_done)
+
+    def stop_with_savepoint(self, target_dir: Optional[str], drain: bool,
+                            on_done: SavepointCallback) -> None:
+        """Stop the sources (``drain``: as if their input ended, so timers and windows
+        fire), take a final savepoint, let sinks commit, and finish the job. If the
+        savepoint fails, the job fails over and runs on."""
+        if self.status is not JobStatus.RUNNING:
+            on_done(None, f"cannot stop with a savepoint: the job is {self.status.value}")
+            return
+        try:
+            location = self._savepoint_location(target_dir)
+        except ValueError as e:
+            on_done(None, str(e))
+            return
+        error = self.coordinator.request_stop(location, on_done)
+        if error is not None:
+            on_done(None, f"cannot stop with a savepoint: {error}")
+            return
+        sources = [s for s in self.running() if not self.coordinator.upstream.get(s)]
+        log.info("flowray: job %r stops with a savepoint into %s%s", self.job_name, location,
+                 " (drain)" if drain else "")
+        self.deployer.stop_sources(sources, STOP_DRAIN if drain else STOP_NO_DRAIN)
+
+    # -- restore -----------------------------------------------------------------------
+    def _checkpoint_to_restore(self) -> Optional[CompletedCheckpoint]:
+        latest = self.coordinator.latest_completed()
+        return latest if latest is not None else self.initial_checkpoint
+
+    def _restore_for(self, checkpoint: CompletedCheckpoint, subtask: SubtaskId
+                     ) -> TaskRestore:
+        """``subtask``'s part of ``checkpoint``, assigned once per checkpoint."""
+        if self._assigned is None or self._assigned[0] is not checkpoint:
+            own = checkpoint is not self.initial_checkpoint
+            location = None if own else checkpoint.external_path.rsplit("/", 1)[0]
+            self._assigned = (checkpoint, assign_task_states(
+                checkpoint, self.layouts, self.allow_non_restored_state, claimed=own,
+                location=location))
+        restore = self._assigned[1].get(subtask.key)
+        return restore if restore is not None else TaskRestore(checkpoint.checkpoint_id)
 
     def _schedule(self) -> None:
         """Deploy every region not deployed yet whose blocking inputs are complete (in
@@ -242,21 +324,13 @@ class JobScheduler:
 
     def _deploy(self, subtasks: List[SubtaskId]) -> None:
         self.attempt += 1
-        latest = self.coordinator.latest_completed()
+        latest = self._checkpoint_to_restore()
         descriptors = []
         for s in subtasks:
-            restore = latest.task_states.get(s.key) if latest is not None else None
-            if latest is not None and restore is None:
-                restore = TaskStateSnapshot()
-            vertex_states = None
-            if latest is not None:
-                p = self.eg.vertices[s.vertex_id].parallelism
-                vertex_states = [latest.task_states.get(SubtaskId(s.vertex_id, i).key)
-                                 for i in range(p)]
+            restore = self._restore_for(latest, s) if latest is not None else None
             descriptors.append(self.eg.deployment_descriptor(
                 s, self.job_id, self.plan_bytes[s.vertex_id], self.config, self.attempt,
-                restore_checkpoint_id=latest.checkpoint_id if latest is not None else None,
-                restore_state=restore, restore_vertex_states=vertex_states))
+                restore=restore))
             self.states[s] = TaskState.RUNNING
             self.attempts[s] = self.attempt
             self._created.discard(s)

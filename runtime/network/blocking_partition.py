@@ -48,8 +48,8 @@ True
 ...     r = store.reader("e3/0->1")
 ...     print(r.poll().records, r.poll(), r.poll(), r.poll())
 ...     r.close()
-[1, 2] Watermark(timestamp=5) EndOfPartition() None
-[1, 2] Watermark(timestamp=5) EndOfPartition() None
+[1, 2] Watermark(timestamp=5) EndOfPartition(stop_mode=0) None
+[1, 2] Watermark(timestamp=5) EndOfPartition(stop_mode=0) None
 >>> store.release(["e3/0->1"]); store.reader("e3/0->1").poll()  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...

@@ -13,6 +13,9 @@ __all__ = [
     "RecordBatch",
     "Watermark",
     "EndOfPartition",
+    "END_OF_INPUT",
+    "STOP_DRAIN",
+    "STOP_NO_DRAIN",
     "CheckpointBarrier",
     "CancelCheckpointMarker",
     "WatermarkStatus",
@@ -54,16 +57,28 @@ class WatermarkStatus:
     idle: bool
 
 
+#: why a partition ended (Flink's ``StopMode`` on ``EndOfData``)
+END_OF_INPUT = 0       # the input ended (bounded sources): operators finish
+STOP_DRAIN = 1         # stop-with-savepoint --drain: operators finish, as at the end
+STOP_NO_DRAIN = 2      # stop-with-savepoint: operators keep their state, do not finish
+
+
 @dataclass(frozen=True)
 class EndOfPartition:
-    """The producer subtask will send nothing more on this channel."""
+    """The producer subtask will send nothing more on this channel; ``stop_mode`` says why
+    (:data:`END_OF_INPUT`, :data:`STOP_DRAIN`, :data:`STOP_NO_DRAIN`)."""
+
+    stop_mode: int = END_OF_INPUT
 
 
 @dataclass(frozen=True)
 class CheckpointBarrier:
+    """``location``: where a savepoint's files go (its directory, path or URI)."""
+
     checkpoint_id: int
     timestamp: int
     is_savepoint: bool = False
+    location: Optional[str] = None
 
 
 @dataclass(frozen=True)

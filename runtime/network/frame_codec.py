@@ -78,11 +78,12 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
     elif type(frame) is WatermarkStatus:
         kind, body = (_IDLE if frame.idle else _ACTIVE), b""
     elif type(frame) is EndOfPartition:
-        kind, body = _EOP, b""
+        kind, body = _EOP, (bytes((frame.stop_mode,)) if frame.stop_mode else b"")
     elif type(frame) is CheckpointBarrier:
         kind, body = (
             _BARRIER,
-            pickle.dumps((frame.checkpoint_id, frame.timestamp, frame.is_savepoint)),
+            pickle.dumps((frame.checkpoint_id, frame.timestamp, frame.is_savepoint,
+                          frame.location)),
         )
     elif type(frame) is CancelCheckpointMarker:
         kind, body = _CANCEL, pickle.dumps(frame.checkpoint_id)
@@ -125,10 +126,9 @@ def decode_frame(kind: int, body: Any) -> Frame:
     if kind == _WATERMARK:
         return Watermark(_WM.unpack_from(body, 0)[0])
     if kind == _EOP:
-        return _EOP_FRAME
+        return EndOfPartition(body[0]) if len(body) else _EOP_FRAME
     if kind == _BARRIER:
-        cid, ts, sp = pickle.loads(body)
-        return CheckpointBarrier(cid, ts, sp)
+        return CheckpointBarrier(*pickle.loads(body))
     if kind == _CANCEL:
         return CancelCheckpointMarker(pickle.loads(body))
     raise ChannelError(f"unknown frame kind {kind}")

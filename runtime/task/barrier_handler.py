@@ -127,7 +127,8 @@ class BarrierHandler(abc.ABC):
 
     @abc.abstractmethod
     def on_direct_trigger(self, checkpoint_id: int, timestamp: int,
-                          is_savepoint: bool = False) -> List[Action]:
+                          is_savepoint: bool = False,
+                          location: Optional[str] = None) -> List[Action]:
         """The job master triggered this task directly (all its inputs' producers have
         finished, so every channel not ended yet will end).  Acts as if barrier
         ``checkpoint_id`` had arrived on every ended channel.  Returns ``[]`` when this id
@@ -231,13 +232,14 @@ class AlignedBarrierHandler(BarrierHandler):
         return actions
 
     def on_direct_trigger(self, checkpoint_id: int, timestamp: int,
-                          is_savepoint: bool = False) -> List[Action]:
+                          is_savepoint: bool = False,
+                          location: Optional[str] = None) -> List[Action]:
         n = checkpoint_id
         if self._is_obsolete(n):
             return []
         actions: List[Action] = []
         if n > self._latest_id:
-            self._start(CheckpointBarrier(n, timestamp, is_savepoint), actions)
+            self._start(CheckpointBarrier(n, timestamp, is_savepoint, location), actions)
         self._maybe_complete(actions)
         return actions
 
@@ -360,14 +362,15 @@ class TrackingBarrierHandler(BarrierHandler):
         return actions
 
     def on_direct_trigger(self, checkpoint_id: int, timestamp: int,
-                          is_savepoint: bool = False) -> List[Action]:
+                          is_savepoint: bool = False,
+                          location: Optional[str] = None) -> List[Action]:
         n = checkpoint_id
         actions: List[Action] = []
         entry = self._tracked.get(n)
         if entry is None:
             if n <= self._latest_id:
                 return []
-            self._track(n, CheckpointBarrier(n, timestamp, is_savepoint), actions)
+            self._track(n, CheckpointBarrier(n, timestamp, is_savepoint, location), actions)
         elif entry.aborted:
             return []
         self._sweep(actions)

@@ -26,7 +26,8 @@ from flowray.operators.base import (
     UserFunctionError,
 )
 from flowray.operators.sources import SourceOperator
-from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
+from flowray.runtime.checkpoint.state_assignment import OperatorRestore, TaskRestore
+from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config, file_reader
 from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
 from flowray.runtime.graph.job_graph import TaskPlan
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
@@ -38,6 +39,8 @@ from flowray.runtime.network.blocking_partition import (
 from flowray.runtime.network.channel import ChannelReader, InputGate
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
+    END_OF_INPUT,
+    STOP_NO_DRAIN,
     CheckpointBarrier,
     EndOfPartition,
     RecordBatch,
@@ -62,7 +65,6 @@ from flowray.runtime.task.subtask_checkpoints import (
 from flowray.runtime.task.watermark_valve import WatermarkValve
 from flowray.state.checksums import ChecksumRecorder, verifying_reader
 from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
-from flowray.state.snapshot import TaskStateSnapshot
 from flowray.state.state_backend import create_keyed_backend
 
 from flowray.common.configuration import Configuration
@@ -109,13 +111,13 @@ class StreamTask:
         self._cancelled = threading.Event()
         self._mailbox: Deque[Callable[[], None]] = deque()
         self._wakeup = threading.Event()
-        restored: Optional[TaskStateSnapshot] = tdd.restore_state
         # restored from a checkpoint taken after this subtask finished (or after its
         # operators finished): emit nothing, run no finish() again, just end
-        self.finished_on_restore = bool(
-            restored is not None and (restored.finished or restored.input_ended)
-        )
+        self.finished_on_restore = bool(tdd.restore is not None and tdd.restore.finished)
         self._input_ended = False  # operators finished, end-of-partition sent
+        #: END_OF_INPUT, or how a stop-with-savepoint ends this task (asked of a source,
+        #: learnt from end-of-partition frames by the others)
+        self._stop_mode = END_OF_INPUT
         self._final_checkpoint: Optional[int] = None  # first checkpoint after input ended
         self._final_checkpoint_done = False
         self.barrier_handler: Optional[BarrierHandler] = None
@@ -139,15 +141,22 @@ class StreamTask:
         self._wakeup.set()
 
     def trigger_checkpoint(
-        self, checkpoint_id: int, timestamp: int, is_savepoint: bool = False
+        self, checkpoint_id: int, timestamp: int, is_savepoint: bool = False,
+        location: Optional[str] = None,
     ) -> None:
         """The job master triggers this task directly (a source, or a task whose inputs'
         producers have all finished)."""
         self.submit(
             lambda: self._on_direct_trigger(
-                CheckpointBarrier(checkpoint_id, timestamp, is_savepoint)
+                CheckpointBarrier(checkpoint_id, timestamp, is_savepoint, location)
             )
         )
+
+    def stop_source(self, stop_mode: int) -> None:
+        """Stop-with-savepoint: a source task stops reading and ends its output with
+        ``stop_mode`` (:data:`STOP_DRAIN`: as if its input ended; :data:`STOP_NO_DRAIN`:
+        operators keep their state unfinished). Other tasks ignore it."""
+        self.submit(lambda: self._request_stop(stop_mode))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.submit(lambda: self._on_checkpoint_complete(checkpoint_id))
@@ -343,32 +352,34 @@ class StreamTask:
     def _initialize_state(self) -> None:
         """Restore keyed and operator state (if any), then each operator's own state."""
         tdd = self.tdd
-        restored: Optional[TaskStateSnapshot] = tdd.restore_state
+        restore: Optional[TaskRestore] = tdd.restore
         storage = None
-        if self.checkpointing or restored is not None:
+        if self.checkpointing or restore is not None:
             storage = checkpoint_storage_from_config(Configuration(tdd.config), tdd.job_id)
         self._storage = storage
-        op_states = restored.operators if restored is not None else {}
-        # every file read back is checked against the size and CRC-32 recorded for it
-        known = self._restored_checksums()
         checksums = ChecksumRecorder()
-        checksums.learn(getattr(restored, "file_checksums", None) or {})
-        read = verifying_reader(storage.read_file if storage is not None else _no_storage,
-                                known)
-        if self.keyed_backend is not None and restored is not None:
-            handles = [s.keyed for s in op_states.values() if s.keyed is not None]
-            if handles:
-                self.keyed_backend.restore(handles, read)
+        read: Callable[[str], bytes] = storage.read_file if storage is not None else _no_storage
+        if restore is not None:
+            if restore.location is not None:
+                read = file_reader(restore.location)
+            # every file read back is checked against the size and CRC-32 recorded for it
+            read = verifying_reader(read, restore.file_checksums)
+            if restore.claimed:  # later incremental checkpoints may build on these files
+                checksums.learn(restore.file_checksums)
+            handles = restore.keyed_handles()
+            if self.keyed_backend is not None and handles:
+                self.keyed_backend.restore(handles, read, claimed=restore.claimed)
         stores: Dict[str, OperatorStateStore] = {}
         for op in self.operators:
-            store = (OperatorStateStore.restore(self._restored_operator_state(op.uid, read))
-                     if restored is not None else OperatorStateStore())
+            op_restore = restore.operators.get(op.uid) if restore is not None else None
+            store = (OperatorStateStore.restore(self._restored_operator_state(op_restore, read))
+                     if op_restore is not None else OperatorStateStore())
             stores[op.uid] = store
             op.initialize_state(
                 StateInitializationContext(
                     store,
                     self.keyed_backend,
-                    tdd.restore_checkpoint_id if restored is not None else None,
+                    restore.checkpoint_id if op_restore is not None else None,
                 )
             )
         self.requires_final_checkpoint = any(
@@ -391,29 +402,16 @@ class StreamTask:
             checksums,
         )
 
-    def _restored_checksums(self) -> Dict[str, Any]:
-        """Size and CRC-32 of every file of the checkpoint being restored (this subtask's
-        and those of the vertex's other subtasks, whose operator state may be read)."""
-        tdd, known = self.tdd, {}
-        for snapshot in [tdd.restore_state, *(tdd.restore_vertex_states or [])]:
-            known.update(getattr(snapshot, "file_checksums", None) or {})
-        return known
-
-    def _restored_operator_state(self, uid: str, read: Callable[[str], bytes]) -> Dict[str, Any]:
-        """This subtask's share of operator ``uid``'s state in the restored checkpoint:
-        its own list state, and the union state of every subtask of the vertex (Flink's
-        round-robin redistribution, :func:`redistribute_operator_state`)."""
-        tdd = self.tdd
-        vertex_states = tdd.restore_vertex_states
-        if vertex_states is None:  # only this subtask's state is known
-            own = tdd.restore_state.operators.get(uid)
-            return own.load_operator_state(read) if own is not None else {}
-        previous = []
-        for snapshot in vertex_states:
-            op_state = snapshot.operators.get(uid) if snapshot is not None else None
-            previous.append(op_state.load_operator_state(read) if op_state is not None
-                            else None)
-        return redistribute_operator_state(previous, tdd.parallelism)[tdd.subtask.index]
+    def _restored_operator_state(self, op_restore: OperatorRestore,
+                                 read: Callable[[str], bytes]) -> Dict[str, Any]:
+        """This subtask's share of one operator's list states: its own after a restore at
+        the same parallelism, an even split after a rescale, and the union state of every
+        old subtask either way (Flink's round-robin redistribution,
+        :func:`redistribute_operator_state`)."""
+        previous = [s.load_operator_state(read) if s is not None else None
+                    for s in op_restore.operator_states]
+        return redistribute_operator_state(previous, self.tdd.parallelism)[
+            self.tdd.subtask.index]
 
     def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
         cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"
@@ -448,7 +446,7 @@ class StreamTask:
         head = self.head
         assert isinstance(head, SourceOperator)
         batch_size = self.batch_size
-        while not self.finished_on_restore:
+        while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
             n = head.emit_next(batch_size)
             if n is None:
@@ -458,7 +456,7 @@ class StreamTask:
             if n == 0:
                 self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
         self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
-        if not self.finished_on_restore:
+        if not self.finished_on_restore and self._stop_mode != STOP_NO_DRAIN:
             head.end_of_input()
 
     def _run_inputs(self) -> None:
@@ -512,13 +510,17 @@ class StreamTask:
                         live.remove(reader)
                         wm = valves[idx].on_end_of_partition(cid)
                         idle = valves[idx].status_change()
-                        if not skip_records:
+                        self._stop_mode = max(self._stop_mode, frame.stop_mode)
+                        # stopped without drain: nothing moves on (no watermark, no
+                        # end of input), the state waits for the savepoint
+                        if not skip_records and self._stop_mode != STOP_NO_DRAIN:
                             if wm is not None:
                                 head.process_watermark(wm, idx)
                             if idle is not None:
                                 head.process_watermark_status(idle, idx)
                         open_channels[idx] -= 1
-                        if open_channels[idx] == 0 and not skip_records:
+                        if open_channels[idx] == 0 and not skip_records and \
+                                self._stop_mode != STOP_NO_DRAIN:
                             head.end_input(idx)
                         self._apply(handler.on_end_of_partition(cid))
                         break
@@ -528,6 +530,11 @@ class StreamTask:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
                     else:
                         raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
+
+    def _request_stop(self, stop_mode: int) -> None:
+        if self.barrier_handler is None and not self._input_ended:  # a source task
+            self._stop_mode = max(self._stop_mode, stop_mode)
+            self._wakeup.set()
 
     # -- checkpoints (task thread) -------------------------------------------------------
     def _apply(self, actions: List[Any]) -> None:
@@ -548,7 +555,8 @@ class StreamTask:
         else:
             self._apply(
                 self.barrier_handler.on_direct_trigger(
-                    barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint
+                    barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint,
+                    barrier.location,
                 )
             )
 
@@ -556,8 +564,11 @@ class StreamTask:
         if not self._input_ended:
             for rw in self.record_writers.values():
                 rw.broadcast_event(barrier)
-        self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended)
-        if self._input_ended and self._final_checkpoint is None:
+        self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended,
+                                     drained=self._stop_mode != STOP_NO_DRAIN)
+        # a stopping task ends with the savepoint of the stop, no other checkpoint
+        final = barrier.is_savepoint if self._stop_mode != END_OF_INPUT else True
+        if self._input_ended and self._final_checkpoint is None and final:
             self._final_checkpoint = barrier.checkpoint_id
 
     def _on_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -576,21 +587,23 @@ class StreamTask:
 
     # -- the end -----------------------------------------------------------------------
     def _end_input(self) -> None:
-        """Every input ended: finish the operators and send end-of-partition downstream."""
-        if not self.finished_on_restore:
+        """Every input ended: finish the operators (not when stopped without drain) and
+        send end-of-partition downstream."""
+        if not self.finished_on_restore and self._stop_mode != STOP_NO_DRAIN:
             for op in self.operators:
                 op.finish()
         for rw in self.record_writers.values():
-            rw.broadcast_event(EndOfPartition())
+            rw.broadcast_event(EndOfPartition(self._stop_mode))
         self._input_ended = True
 
     def _await_final_checkpoint(self) -> None:
         """Two-phase-commit operators commit their last transaction before the task ends:
         with checkpointing, once a checkpoint taken after the end of input completes;
         without, right away."""
-        if not self.requires_final_checkpoint or self.finished_on_restore:
+        stopping = self._stop_mode != END_OF_INPUT  # every task waits for the savepoint
+        if (not self.requires_final_checkpoint and not stopping) or self.finished_on_restore:
             return
-        if not self.checkpointing:
+        if not self.checkpointing and not stopping:
             for op in self.operators:
                 commit = getattr(op, "commit_on_end_of_input", None)
                 if callable(commit):

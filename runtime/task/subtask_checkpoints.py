@@ -20,6 +20,7 @@ from flowray.state.checksums import ChecksumRecorder, referenced_paths
 from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.snapshot import OperatorSubtaskState, TaskStateSnapshot
 
+from flowray.runtime.checkpoint.savepoints import SavepointStorage
 from flowray.runtime.network.elements import CheckpointBarrier
 from flowray.runtime.graph.execution_graph import SubtaskId
 
@@ -79,7 +80,7 @@ class SubtaskCheckpointCoordinator:
         return self._storage
 
     def checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float,
-                   input_ended: bool) -> None:
+                   input_ended: bool, drained: bool = True) -> None:
         """Synchronous part now; the asynchronous part and the ack in the worker thread.
         The caller has already forwarded the barrier downstream."""
         cid = barrier.checkpoint_id
@@ -93,25 +94,30 @@ class SubtaskCheckpointCoordinator:
                   if self.keyed_backend is not None else None)
         sync_ms = (time.perf_counter() - t0) * 1000.0
         self.last_checkpoint_id = max(self.last_checkpoint_id, cid)
-        snapshot = TaskStateSnapshot(states, finished=False, input_ended=input_ended)
+        snapshot = TaskStateSnapshot(states, finished=False, input_ended=input_ended,
+                                     drained=drained)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"flowray-async-{self.subtask.key}")
         self._futures = [f for f in self._futures if not f.done()]
         self._futures.append(self._pool.submit(self._finish_async, cid, snapshot, writer,
-                                               sync_ms, alignment_ms))
+                                               sync_ms, alignment_ms, barrier.location))
 
     def _finish_async(self, cid: int, snapshot: TaskStateSnapshot, writer: Any,
-                      sync_ms: float, alignment_ms: float) -> None:
+                      sync_ms: float, alignment_ms: float,
+                      location: Optional[str] = None) -> None:
         t0 = time.perf_counter()
         try:
-            # storage is reached only when a file is written
-            write = self.checksums.recording(lambda p, d: self.storage.write_file(p, d))
+            # storage is reached only when a file is written; a savepoint's files go to
+            # its own directory
+            target: Callable[[], Any] = (
+                (lambda: self.storage) if location is None else
+                (lambda s=SavepointStorage(location): s))
+            write = self.checksums.recording(lambda p, d: target().write_file(p, d))
             if writer is not None and self.keyed_owner is not None:
-                storage = self.storage
-                path = storage.task_state_path(cid, self.subtask, "keyed")
+                path = target().task_state_path(cid, self.subtask, "keyed")
                 handle = writer.write(write, path)
                 snapshot.operators.setdefault(self.keyed_owner, OperatorSubtaskState()).keyed = handle
-            self._offload_operator_state(cid, snapshot, write)
+            self._offload_operator_state(cid, snapshot, write, target)
             paths = referenced_paths(snapshot)
             snapshot.file_checksums = self.checksums.for_paths(paths)
             self._recent_paths.append(paths)
@@ -126,12 +132,12 @@ class SubtaskCheckpointCoordinator:
         self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)
 
     def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot,
-                                write: Any) -> None:
+                                write: Any, target: Callable[[], Any]) -> None:
         """List states above the memory threshold go to files of their own (Flink's
         ``state.storage.fs.memory-threshold``); smaller ones stay inline in the ack."""
         for index, state in enumerate(snapshot.operators.values()):
             if sum(e.size() for e in state.operator_state.values()) > self.memory_threshold:
-                storage = self.storage
+                storage = target()
                 state.offload_operator_state(
                     self.memory_threshold, write,
                     storage.task_state_path(cid, self.subtask, f"op{index}"))

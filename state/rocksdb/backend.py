@@ -295,7 +295,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 f.write(read(remote))
 
     def _restore_incremental_in_place(
-        self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes]
+        self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes],
+        claimed: bool = True,
     ) -> None:
         """Replace the (empty) database by the checkpoint's files and reopen it."""
         db, self._db = self._db, None
@@ -313,7 +314,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._cfs[name] = cf
         sizes = handle.file_sizes
         with self._upload_lock:
-            self._confirmed = {name: (p, sizes.get(p, 0)) for name, p in handle.shared.items()}
+            # not claimed: the next checkpoint uploads every file again, into this job
+            self._confirmed = ({name: (p, sizes.get(p, 0)) for name, p in handle.shared.items()}
+                               if claimed else {})
             self._confirmed_id = handle.checkpoint_id
             self._pending.clear()
             if handle.db_uid:
@@ -355,7 +358,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes]) -> None:
+    def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
+                claimed: bool = True) -> None:
         """Load this backend's key groups from full snapshots (heap or RocksDB written) and
         incremental RocksDB checkpoints. One incremental handle of exactly this backend's
         range, restored before any state is registered, replaces the database by the
@@ -371,7 +375,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             and handles[0].key_group_range == self.key_group_range
             and not self._kinds
         ):
-            self._restore_incremental_in_place(handles[0], read)
+            self._restore_incremental_in_place(handles[0], read, claimed)
             return
         for handle in handles:
             if isinstance(handle, IncrementalKeyedStateHandle):

@@ -18,7 +18,7 @@ class RecordingGateway(CheckpointGateway):
         self.fail_trigger_for = set()
         self.backends = {}
 
-    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint):
+    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint, location=None):
         if subtask in self.fail_trigger_for:
             raise ConnectionError("task unreachable")
         self.triggers.append((subtask.key, checkpoint_id, timestamp_ms, is_savepoint))

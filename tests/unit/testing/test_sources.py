@@ -82,9 +82,11 @@ def test_split_matches_collection_source_with_markers(make_source):
 
     items = [1, 2, PAUSE(0), 3, 4, 5, 6, 7]
     source = make_source(items)
+    collection = CollectionSource(items)
     for i in range(3):
-        expected = [x for x in drain(CollectionSource(items).create_reader(ctx(i, 3)), 100)
-                    if not isinstance(x, testing_mod.Marker)]
+        reader = collection.create_reader(ctx(i, 3))
+        reader.add_splits(collection.create_splits(3)[i::3])
+        expected = [x for x in drain(reader, 100) if not isinstance(x, testing_mod.Marker)]
         assert drain(source.create_reader(ctx(i, 3))) == expected
 
 

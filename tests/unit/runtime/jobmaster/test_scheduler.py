@@ -27,6 +27,13 @@ from tests.support.scheduler_jobs import (
 # start and finish
 # ---------------------------------------------------------------------------------------
 
+def own_operator_states(descriptor):
+    """uid -> this subtask's own operator state in what it restores."""
+    index = descriptor.subtask.index
+    return {uid: r.operator_states[index] for uid, r in descriptor.restore.operators.items()
+            if r.operator_states[index] is not None}
+
+
 def test_start_deploys_every_subtask_at_attempt_0_without_restore_state():
     h = Harness(start=False)
     assert h.sched.status is JobStatus.CREATED and h.deployer.deploys == []
@@ -40,7 +47,7 @@ def test_start_deploys_every_subtask_at_attempt_0_without_restore_state():
         assert d.attempt == 0
         assert d.job_id == JOB
         assert d.plan_bytes == f"plan-{d.subtask.vertex_id}".encode()
-        assert d.restore_checkpoint_id is None and d.restore_state is None
+        assert d.restore_checkpoint_id is None and d.restore is None
         assert d.config["restart-strategy.type"] == "fixed-delay"
     assert sorted(h.sched.running()) == sorted(ALL)
     assert all(h.sched.coordinator.statuses[s] is TaskStatus.RUNNING for s in ALL)
@@ -102,7 +109,7 @@ def test_failure_cancels_the_others_and_restarts_after_the_backoff():
     assert h.sched.restarts == 1 and h.sched.attempt == 1
     attempt, descriptors = h.deployer.deploys[-1]
     assert attempt == 1 and [d.subtask for d in descriptors] == ALL
-    assert all(d.attempt == 1 and d.restore_checkpoint_id is None and d.restore_state is None
+    assert all(d.attempt == 1 and d.restore_checkpoint_id is None and d.restore is None
                for d in descriptors)
     assert sorted(h.sched.running()) == sorted(ALL)
     assert all(h.sched.coordinator.statuses[s] is TaskStatus.RUNNING for s in ALL)
@@ -202,7 +209,7 @@ def test_restart_restores_each_subtask_from_the_latest_completed_checkpoint():
     for s, d in descriptors.items():
         assert d.attempt == 1
         assert d.restore_checkpoint_id == 1
-        assert d.restore_state is snapshots[s]  # each subtask gets its own state
+        assert own_operator_states(d) == snapshots[s].operators  # its own state
 
 
 def test_restore_uses_the_newest_of_several_checkpoints():
@@ -219,7 +226,7 @@ def test_restore_uses_the_newest_of_several_checkpoints():
     assert pending not in h.sched.coordinator.pending_ids()
     assert h.sched.coordinator.latest_completed().checkpoint_id == 2
     for s, d in h.deployer.last_descriptors.items():
-        assert d.restore_checkpoint_id == 2 and d.restore_state is newest[s]
+        assert d.restore_checkpoint_id == 2 and own_operator_states(d) == newest[s].operators
 
 
 def test_a_subtask_missing_from_the_checkpoint_restores_empty_state():
@@ -231,8 +238,7 @@ def test_a_subtask_missing_from_the_checkpoint_restores_empty_state():
     h.fail_and_restart()
     d = h.deployer.last_descriptors[SUM1]
     assert d.restore_checkpoint_id == cid
-    assert isinstance(d.restore_state, TaskStateSnapshot)
-    assert d.restore_state.operators == {} and not d.restore_state.finished
+    assert own_operator_states(d) == {} and not d.restore.finished
 
 
 def test_a_pending_checkpoint_is_aborted_by_a_failure():

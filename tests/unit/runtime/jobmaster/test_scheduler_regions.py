@@ -247,7 +247,9 @@ def test_checkpoints_are_declined_while_a_region_is_down_and_resume_after(caplog
     assert sorted(descriptors) == sorted(PIPE[2])
     for s, d in descriptors.items():
         assert d.restore_checkpoint_id == 1
-        assert d.restore_state is snapshots[s]   # each subtask its own state
+        index = s.index  # each subtask its own state
+        assert {u: r.operator_states[index] for u, r in d.restore.operators.items()
+                if r.operator_states[index] is not None} == snapshots[s].operators
     # triggering resumes (one interval after the redeploy) on every source
     third = h.trigger_checkpoint()
     assert third == next_id
@@ -262,7 +264,7 @@ def test_a_region_restart_without_a_completed_checkpoint_starts_from_scratch():
     h.report_cancelled()
     h.advance(DELAY_MS)
     for d in h.deployer.last_descriptors.values():
-        assert d.restore_checkpoint_id is None and d.restore_state is None
+        assert d.restore_checkpoint_id is None and d.restore is None
 
 
 # ---------------------------------------------------------------------------------------

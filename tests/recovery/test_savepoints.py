@@ -1,0 +1,192 @@
+"""Savepoints on a real local Ray: stop a job with a savepoint, restore it at another
+parallelism (1 -> 3 -> 2), and compare the committed output of the whole chain with what
+one uninterrupted run commits.
+
+The keyed function keeps value, list, map and reducing state and registers event-time
+timers; a map behind it keeps operator list state (split) and union list state. Each
+phase reads the source up to a ``HOLD()`` marker, the test waits for the marker (an event)
+and stops the job with a savepoint; the next phase starts from that savepoint's directory
+(moved elsewhere first, to show it is relocatable), skips the marker and reads on. The
+last phase reads to the end and drains, so every timer fires.
+"""
+
+import shutil
+from collections import Counter
+
+import pytest
+
+from flowray import JobStatus, StreamExecutionEnvironment
+from flowray.common import Duration, WatermarkStrategy
+from flowray.common.watermark_strategy import TimestampAssigner
+from flowray.datastream import (
+    CheckpointedFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+)
+from flowray.datastream.state import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flowray.testing import HOLD, TestingSource, TransactionalTestingSink, wait_until
+
+pytestmark = [pytest.mark.timeout(400), pytest.mark.usefixtures("ray_session")]
+
+KEYS = 40
+PER_PHASE = 1_200
+TIMER_DELAY = 5
+
+
+def _records():
+    """Three phases of ``(key, value, timestamp)``, a HOLD() after the first two."""
+    items, n = [], 0
+    for phase in range(3):
+        for _ in range(PER_PHASE):
+            items.append((f"k{n % KEYS}", n, n))
+            n += 1
+        if phase < 2:
+            items.append(HOLD())
+    return items
+
+
+class _Timestamps(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return value[2]
+
+
+class _KeyedEverything(KeyedProcessFunction):
+    """Per key: a count (value), the last three values (list), how often each value % 3
+    was seen (map), the sum (reducing); an event-time timer TIMER_DELAY after each record."""
+
+    def open(self, ctx):
+        self.count = ctx.get_state(ValueStateDescriptor("count"))
+        self.recent = ctx.get_list_state(ListStateDescriptor("recent"))
+        self.seen = ctx.get_map_state(MapStateDescriptor("seen"))
+        self.total = ctx.get_reducing_state(ReducingStateDescriptor("sum", lambda a, b: a + b))
+
+    def process_element(self, value, ctx):
+        _, v, ts = value
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        recent = (list(self.recent.get()) + [v])[-3:]
+        self.recent.update(recent)
+        self.seen.put(v % 3, (self.seen.get(v % 3) or 0) + 1)
+        self.total.add(v)
+        ctx.timer_service().register_event_time_timer(ts + TIMER_DELAY)
+        yield ("rec", ctx.get_current_key(), count, tuple(recent),
+               tuple(sorted(self.seen.items())), self.total.get())
+
+    def on_timer(self, timestamp, ctx):
+        yield ("timer", ctx.get_current_key(), timestamp)
+
+
+class _OperatorState(FlatMapFunction, CheckpointedFunction):
+    """Split list state: one count of ``rec`` records per subtask life, dealt out on
+    rescale (their sum is every record before the savepoint). Union list state: every subtask's name.
+    The first record after a restore reports what was restored."""
+
+    def __init__(self, phase):
+        self.phase = phase
+
+    def initialize_state(self, context):
+        store = context.get_operator_state_store()
+        self.counts = store.get_list_state(ListStateDescriptor("counts"))
+        self.names = store.get_union_list_state(ListStateDescriptor("names"))
+        self.restored_counts = list(self.counts.get())
+        self.restored_names = tuple(sorted(set(self.names.get())))
+        self.seen = 0
+        self.reported = not context.is_restored()
+
+    def open(self, runtime_context):
+        self.me = f"phase{self.phase}-{runtime_context.get_index_of_this_subtask()}"
+
+    def snapshot_state(self, context):
+        self.counts.update(self.restored_counts + [self.seen])
+        self.names.update([self.me])
+
+    def flat_map(self, value):
+        self.seen += value[0] == "rec"
+        yield value
+        if not self.reported:
+            self.reported = True
+            yield ("restored", self.phase, sum(self.restored_counts), self.restored_names)
+
+
+def _expected():
+    out = Counter()
+    count, recent, seen, total = Counter(), {}, {}, Counter()
+    for item in _records():
+        if not isinstance(item, tuple):
+            continue
+        k, v, ts = item
+        count[k] += 1
+        recent[k] = (recent.get(k, []) + [v])[-3:]
+        seen.setdefault(k, Counter())[v % 3] += 1
+        total[k] += v
+        out[("rec", k, count[k], tuple(recent[k]), tuple(sorted(seen[k].items())),
+             total[k])] += 1
+        out[("timer", k, ts + TIMER_DELAY)] = 1  # one timer per key and time
+    return out
+
+
+def _run_phase(tmp_path, phase, parallelism, backend, savepoint, stop):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    conf = env.get_configuration()
+    settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
+                "pipeline.auto-watermark-interval": "50 ms",
+                "state.backend.type": backend.split("-")[0],
+                "state.backend.incremental": str(backend.endswith("incremental")).lower(),
+                "restart-strategy.type": "none"}
+    if savepoint is not None:
+        settings["execution.savepoint.path"] = savepoint
+    for key, value in settings.items():
+        conf.set_string(key, value)
+    env.enable_checkpointing(200)
+    env.set_parallelism(parallelism)
+    source = TestingSource(_records(), ledger_dir=str(tmp_path / "ledger"))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(0)).with_timestamp_assigner(_Timestamps())
+    (env.from_source(source, strategy, "records").uid("records")
+        .key_by(lambda r: r[0])
+        .process(_KeyedEverything()).uid("keyed")
+        .flat_map(_OperatorState(phase)).uid("operator-state")
+        .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
+    client = env.execute_async(f"savepoints-{phase}")
+    if not stop:
+        return client.wait(300), None
+    holds = [i for i, x in enumerate(_records()) if not isinstance(x, tuple)]
+    wait_until(lambda: holds[phase] in source.fired_markers(), 120,
+               f"the source of phase {phase} to reach its HOLD()")
+    path = client.stop_with_savepoint(str(tmp_path / "savepoints"), timeout_s=120)
+    assert client.get_job_status() is JobStatus.FINISHED
+    # the savepoint is the user's: move it, restore from the new place
+    moved = str(tmp_path / f"moved-{phase}")
+    shutil.move(path, moved)
+    return None, moved
+
+
+@pytest.mark.parametrize("backends", [
+    ("hashmap", "hashmap", "hashmap"),
+    ("rocksdb-incremental", "rocksdb-incremental", "rocksdb-incremental"),
+    ("hashmap", "rocksdb-incremental", "hashmap"),
+], ids=["heap", "rocksdb-incremental", "backend-switch"])
+def test_stop_with_savepoint_and_rescale_1_3_2_commits_what_one_run_would(tmp_path, backends):
+    savepoint = None
+    for phase, (parallelism, backend) in enumerate(zip((1, 3, 2), backends)):
+        result, savepoint = _run_phase(tmp_path, phase, parallelism, backend, savepoint,
+                                       stop=phase < 2)
+    assert result is not None and result.outcome.restarts == 0
+    committed = TransactionalTestingSink(str(tmp_path / "out")).committed()
+    restored = [r for r in committed if r[0] == "restored"]
+    records = Counter(r for r in committed if r[0] != "restored")
+    assert records == _expected()  # exactly once, every state kind and timer carried over
+    # split state: the counts of every record before each savepoint, dealt out, none lost
+    by_phase = {p: [r for r in restored if r[1] == p] for p in (1, 2)}
+    assert sum(r[2] for r in by_phase[1]) == PER_PHASE
+    assert sum(r[2] for r in by_phase[2]) == 2 * PER_PHASE, restored
+    # union state: every subtask of a phase got the names of every subtask before it
+    assert {r[3] for r in by_phase[1]} == {("phase0-0",)}
+    assert {r[3] for r in by_phase[2]} == {("phase1-0", "phase1-1", "phase1-2")}
+    assert len(by_phase[1]) == 3 and len(by_phase[2]) == 2
