@@ -358,6 +358,15 @@ class StreamOperator:
     #: (two-phase-commit sinks commit their last transaction then)
     requires_final_checkpoint = False
 
+    @property
+    def commits_on_checkpoint_complete(self) -> bool:
+        """Whether a completed checkpoint has side effects here (a two-phase-commit sink
+        commits, a user function listens): restoring an older checkpoint would repeat
+        them."""
+        return self.requires_final_checkpoint or any(
+            callable(getattr(fn, "notify_checkpoint_complete", None))
+            for fn in self.user_functions())
+
     def initialize_state(self, context: StateInitializationContext) -> None:
         """Before ``open``: restore operator state. The default hands the context to user
         functions that implement ``initialize_state`` (:class:`CheckpointedFunction`)."""

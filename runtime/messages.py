@@ -37,6 +37,8 @@ class TaskFailure:
     failed_channel: Optional[str] = None
     """The input channel whose blocking partition could not be read (missing or
     truncated), for the failover strategy's rule 2; None for any other failure."""
+    restoring_checkpoint: Optional[int] = None
+    """The checkpoint the task was restoring when it failed (None: it failed later)."""
 
     def describe(self) -> str:
         where = (

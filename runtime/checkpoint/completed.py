@@ -20,7 +20,8 @@ class CompletedCheckpoint:
 
     ``task_states`` is keyed by :attr:`SubtaskId.key`; tasks that had finished are present
     with ``finished=True``. ``external_path`` is the ``_metadata`` path. ``vertices``:
-    the layout of every vertex (uids, parallelism), so another job can take the state over.
+    the layout of every vertex (uids, parallelism), so another job can take the state over;
+    ``job_name`` finds a job's retained checkpoints again (:func:`find_retained_checkpoints`).
     """
 
     job_id: str
@@ -31,6 +32,7 @@ class CompletedCheckpoint:
     is_savepoint: bool = False
     external_path: str = ""
     vertices: Dict[str, VertexStateLayout] = field(default_factory=dict)
+    job_name: str = ""
 
     def state_size(self) -> int:
         return sum(s.state_size() for s in self.task_states.values())
@@ -70,6 +72,14 @@ class CompletedCheckpointStore:
         while len(self._checkpoints) > self.num_retained:
             subsumed.append(self._checkpoints.pop(0))
         return subsumed
+
+    def remove(self, checkpoint_id: int) -> Optional[CompletedCheckpoint]:
+        """Take a retained checkpoint out (it proved damaged); None if not retained."""
+        for c in self._checkpoints:
+            if c.checkpoint_id == checkpoint_id:
+                self._checkpoints.remove(c)
+                return c
+        return None
 
     def latest(self) -> Optional[CompletedCheckpoint]:
         """The newest retained checkpoint (savepoints are not used for recovery)."""

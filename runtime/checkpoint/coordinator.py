@@ -78,9 +78,15 @@ from flowray.runtime.checkpoint.shared_files import (
 from flowray.common.clock import Clock
 from flowray.runtime.graph.execution_graph import SubtaskId
 
-__all__ = ["CheckpointCoordinator", "SavepointCallback"]
+__all__ = ["CheckpointCoordinator", "SavepointCallback", "CheckpointRecoveryError"]
 
-#: told how a savepoint ended: ``(savepoint directory, None)`` or ``(None, error message)``
+
+class CheckpointRecoveryError(RuntimeError):
+    """A restarted job master cannot resume from its retained checkpoints (names why);
+    the job fails rather than start over."""
+
+#: told how a triggered checkpoint or savepoint ended: ``(its directory, None)`` or
+#: ``(None, error message)``
 SavepointCallback = Callable[[Optional[str], Optional[str]], None]
 
 log = logging.getLogger(__name__)
@@ -107,7 +113,8 @@ class CheckpointCoordinator:
                  fail_job: Callable[[str], None],
                  stats: Optional[CheckpointStatsTracker] = None,
                  store: Optional[CompletedCheckpointStore] = None,
-                 layouts: Optional[Mapping[str, VertexStateLayout]] = None) -> None:
+                 layouts: Optional[Mapping[str, VertexStateLayout]] = None,
+                 job_name: str = "") -> None:
         self.job_id = job_id
         self.settings = settings
         self.upstream: Dict[SubtaskId, FrozenSet[SubtaskId]] = {
@@ -141,7 +148,8 @@ class CheckpointCoordinator:
         self.registry = SharedStateRegistry(discard=self._discard_shared_file)
         #: every vertex's layout, recorded in each checkpoint (for restores by uid)
         self.layouts: Dict[str, VertexStateLayout] = dict(layouts or {})
-        self._savepoint_callbacks: Dict[int, SavepointCallback] = {}
+        self.job_name = job_name
+        self._callbacks: Dict[int, SavepointCallback] = {}
         #: a stop-with-savepoint under way: (savepoint directory, callback)
         self._stop: Optional[tuple] = None
 
@@ -166,24 +174,53 @@ class CheckpointCoordinator:
         from), so no id of its transactions is reused."""
         self._next_id = max(self._next_id, checkpoint_id + 1)
 
-    def recover_from_storage(self) -> Optional[CompletedCheckpoint]:
+    def recover_from_storage(self, allow_fallback: bool = True
+                             ) -> Optional[CompletedCheckpoint]:
         """After a job master restart: load the retained checkpoints from storage into the
         store (the newest ``num_retained``; older leftovers and folders without
         ``_metadata`` are deleted, savepoints are left alone), rebuild the shared state
         registry from their metadata, delete shared files none of them references, and
-        return the newest (``None`` if there is none). Call before any task runs."""
+        return the newest (``None`` if none ever completed).
+
+        If the newest completed checkpoint cannot be read (damaged or missing
+        ``_metadata``), recovery falls back to the newest readable one when
+        ``allow_fallback`` (the job commits nothing on completion), logging which and why;
+        otherwise, or with none readable, it raises :class:`CheckpointRecoveryError`
+        naming the files: a job that completed a checkpoint never starts over. Call before
+        any task runs."""
         if self.storage is None:
             return None
         found: List[CompletedCheckpoint] = []
+        unreadable: Dict[int, str] = {}
         for cid in self.storage.list_completed():
             try:
                 checkpoint = self.storage.read_metadata(self.storage.checkpoint_dir(cid))
-            except Exception:  # noqa: BLE001 - an unreadable checkpoint cannot be used
-                log.warning("checkpoint %d of %s is unreadable; skipping it", cid,
-                            self.job_id, exc_info=True)
+            except Exception as e:  # noqa: BLE001 - an unreadable checkpoint cannot be used
+                unreadable[cid] = f"{type(e).__name__}: {e}"
                 continue
             if not checkpoint.is_savepoint:
                 found.append(checkpoint)
+        noted = self.storage.latest_completed_record() or 0
+        newest = max([noted, *unreadable, *(c.checkpoint_id for c in found)], default=0)
+        readable = found[-1].checkpoint_id if found else None
+        if newest and (readable is None or readable < newest):
+            problem = unreadable.get(newest) or \
+                f"{self.storage.metadata_path(newest)} is missing"
+            if readable is None:
+                raise CheckpointRecoveryError(
+                    f"checkpoint {newest} of job {self.job_id} completed but no retained "
+                    f"checkpoint can be read ({problem}); the job fails instead of "
+                    "starting over")
+            if not allow_fallback:
+                raise CheckpointRecoveryError(
+                    f"checkpoint {newest} of job {self.job_id} cannot be read ({problem}); "
+                    f"its transactions were committed, so resuming from checkpoint "
+                    f"{readable} would commit records twice: repair it or start the job "
+                    "from a savepoint")
+            log.warning("flowray: checkpoint %d of %s cannot be read (%s); falling back to "
+                        "checkpoint %d", newest, self.job_id, problem, readable)
+        for cid in unreadable:
+            self._discard_dir(cid)
         keep = found[-self.settings.num_retained:]
         for old in found[:len(found) - len(keep)]:
             self._discard_dir(old.checkpoint_id)
@@ -196,11 +233,33 @@ class CheckpointCoordinator:
         rebuild_registry(self.registry, [(c.checkpoint_id, c.task_states) for c in keep])
         for path in orphan_shared_files(self.storage, self.registry):
             self._discard_shared_file(FileHandle(path))
-        self._next_id = max(self._next_id, self.store.max_checkpoint_id() + 1)
+        self._next_id = max(self._next_id, self.store.max_checkpoint_id() + 1, newest + 1)
         if keep:
+            self._record_latest(keep[-1].checkpoint_id)
             log.info("recovered %d checkpoint(s) of %s from storage, latest %d", len(keep),
                      self.job_id, keep[-1].checkpoint_id)
         return self.store.latest()
+
+    def drop_damaged(self, checkpoint_id: int, reason: str) -> Optional[CompletedCheckpoint]:
+        """A retained checkpoint proved unrestorable: forget and delete it; the previous
+        retained one becomes the latest (returned)."""
+        if self.store.remove(checkpoint_id) is not None:
+            log.warning("flowray: %s", reason)
+            self._discard_dir(checkpoint_id)
+            self.registry.release_checkpoint(checkpoint_id)
+        latest = self.store.latest()
+        if latest is not None:
+            self._record_latest(latest.checkpoint_id)
+        return latest
+
+    def _record_latest(self, checkpoint_id: int) -> None:
+        if self.storage is None:
+            return
+        try:
+            self.storage.record_latest_completed(checkpoint_id)
+        except Exception:  # noqa: BLE001 - only a restarted master's check would miss it
+            log.warning("could not note checkpoint %d as the latest", checkpoint_id,
+                        exc_info=True)
 
     def discard_orphans(self) -> int:
         """Delete what no retained checkpoint references: shared files, and ``chk-<n>``
@@ -272,6 +331,11 @@ class CheckpointCoordinator:
             self._awaiting_final.discard(t)
         for p in list(self._pending.values()):
             self._abort(p, CheckpointFailureReason.TASK_FAILURE)
+        if self._stop is not None:  # still waiting for inputs to end: the stop is over
+            _, callback = self._stop
+            self._stop = None
+            self._notify(callback, None, "stop-with-savepoint failed: a task failed before "
+                                         "the savepoint; the job restarts and runs on")
 
     def task_ended_input(self, subtask: SubtaskId) -> None:
         """The task's input ended and its operators finished; it waits for a checkpoint to
@@ -325,7 +389,8 @@ class CheckpointCoordinator:
     # -- triggering ------------------------------------------------------------------------------
     def trigger_checkpoint(self, is_savepoint: bool = False,
                            periodic: bool = True,
-                           location: Optional[str] = None) -> TriggerResult:
+                           location: Optional[str] = None,
+                           on_done: Optional[SavepointCallback] = None) -> TriggerResult:
         """Start a checkpoint. Periodic ones obey max-concurrent and min-pause; savepoints
         and forced checkpoints (``periodic=False``) do not. A failed precondition consumes
         no checkpoint id."""
@@ -341,17 +406,23 @@ class CheckpointCoordinator:
         self._not_triggered_streak = 0
         plan = self.plan()
         return TriggerResult(self._start(plan, is_savepoint, periodic, now,
-                                         location=location), None)
+                                         location=location, on_done=on_done), None)
+
+    def trigger_manual_checkpoint(self, on_done: SavepointCallback) -> TriggerResult:
+        """A checkpoint now, outside the periodic schedule (Flink's manual checkpoint);
+        ``on_done`` gets its ``chk-<n>`` directory once it completes."""
+        result = self.trigger_checkpoint(is_savepoint=False, periodic=False, on_done=on_done)
+        if not result.ok:
+            on_done(None, f"checkpoint not triggered: {result.failure.value}")
+        return result
 
     def trigger_savepoint(self, location: str, on_done: SavepointCallback) -> TriggerResult:
         """Start a savepoint written to the directory ``location``; ``on_done`` is told
         how it ends. Sinks do not commit on it (a restore may go back to an earlier
         checkpoint); its transactions commit with the next checkpoint."""
         result = self.trigger_checkpoint(is_savepoint=True, periodic=False,
-                                         location=location)
-        if result.ok:
-            self._savepoint_callbacks[result.checkpoint_id] = on_done
-        else:
+                                         location=location, on_done=on_done)
+        if not result.ok:
             on_done(None, f"savepoint not triggered: {result.failure.value}")
         return result
 
@@ -422,7 +493,8 @@ class CheckpointCoordinator:
 
     def _start(self, plan: CheckpointPlan, is_savepoint: bool, periodic: bool,
                now: float, is_final: bool = False, location: Optional[str] = None,
-               terminate: bool = False) -> int:
+               terminate: bool = False,
+               on_done: Optional[SavepointCallback] = None) -> int:
         cid = self._next_id
         self._next_id += 1
         timestamp = self.clock.now_ms()
@@ -431,6 +503,8 @@ class CheckpointCoordinator:
                               trigger_monotonic_ms=now, is_final=is_final,
                               location=location, terminate=terminate)
         self._pending[cid] = p
+        if on_done is not None:  # before any trigger: a failed one reports through it
+            self._callbacks[cid] = on_done
         self.stats.report_triggered(cid, timestamp, is_savepoint,
                                     num_tasks=len(plan.tasks_to_ack) + len(plan.finished))
         for t in plan.finished:
@@ -484,10 +558,9 @@ class CheckpointCoordinator:
             return
         if self._stop is not None:  # the final checkpoint is the stop's savepoint
             if not any(p.terminate for p in self._pending.values()):
-                cid = self._start(self.plan(), True, False, self.clock.monotonic_ms(),
-                                  is_final=True, location=self._stop[0], terminate=True)
-                if self._stop is not None:  # (a failed trigger has ended it)
-                    self._savepoint_callbacks[cid] = self._stop[1]
+                self._start(self.plan(), True, False, self.clock.monotonic_ms(),
+                            is_final=True, location=self._stop[0], terminate=True,
+                            on_done=self._stop[1])
             return
         if not self._awaiting_final:
             return
@@ -540,7 +613,7 @@ class CheckpointCoordinator:
         cid = p.checkpoint_id
         completed = CompletedCheckpoint(self.job_id, cid, p.trigger_ms, self.clock.now_ms(),
                                         dict(p.task_states), p.is_savepoint,
-                                        vertices=dict(self.layouts))
+                                        vertices=dict(self.layouts), job_name=self.job_name)
         try:
             if self.storage is None and p.location is None:
                 raise RuntimeError("no checkpoint storage configured")
@@ -551,6 +624,7 @@ class CheckpointCoordinator:
                 write_savepoint_metadata(completed, p.location)
             else:
                 completed.external_path = self.storage.write_metadata(completed)
+                self._record_latest(cid)
         except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
             log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
             self.registry.release_checkpoint(cid)
@@ -566,7 +640,8 @@ class CheckpointCoordinator:
             for old in self.store.add(completed):
                 if old.checkpoint_id != cid:
                     self._discard_completed(old.checkpoint_id)
-            for older in [q for q in self._pending.values() if q.checkpoint_id < cid]:
+            for older in [q for q in self._pending.values()
+                          if q.checkpoint_id < cid and not q.is_savepoint]:
                 self._abort(older, CheckpointFailureReason.SUBSUMED)
             for t in sorted(p.tasks_to_ack):
                 if self.statuses.get(t) in (TaskStatus.RUNNING, TaskStatus.ENDED_INPUT):
@@ -582,9 +657,10 @@ class CheckpointCoordinator:
                         self._notify(self.gateway.notify_complete, t, cid)
                 self._awaiting_final.clear()
                 self._stop = None
-            callback = self._savepoint_callbacks.pop(cid, None)
-            if callback is not None:
-                self._notify(callback, p.location, None)
+        callback = self._callbacks.pop(cid, None)
+        if callback is not None:
+            self._notify(callback, p.location or completed.external_path.rsplit("/", 1)[0],
+                         None)
         log.info("completed %s %d of %s (%d bytes, %d ms)",
                  "savepoint" if p.is_savepoint else "checkpoint", cid, self.job_id,
                  completed.state_size(), completed.duration_ms)
@@ -608,12 +684,15 @@ class CheckpointCoordinator:
                     self._notify(self.gateway.notify_aborted, t, p.checkpoint_id, reason)
         text = reason.value + (f" {message}" if message else "")
         self.stats.report_failed(p.checkpoint_id, self.clock.now_ms(), text)
-        callback = self._savepoint_callbacks.pop(p.checkpoint_id, None)
+        callback = self._callbacks.pop(p.checkpoint_id, None)
         if callback is not None:
-            self._notify(callback, None, f"savepoint {p.checkpoint_id} failed: {text}")
+            self._notify(callback, None, f"{'savepoint' if p.is_savepoint else 'checkpoint'} "
+                                         f"{p.checkpoint_id} failed: {text}")
         if p.terminate:
             self._stop = None
-            if reason != CheckpointFailureReason.COORDINATOR_SHUTDOWN:
+            # a task failure is failed over already (globally, while stopping)
+            if reason not in (CheckpointFailureReason.COORDINATOR_SHUTDOWN,
+                              CheckpointFailureReason.TASK_FAILURE):
                 # the sources have stopped: only a restart brings the job back
                 self.fail_job(f"stop-with-savepoint failed: savepoint {p.checkpoint_id} "
                               f"aborted ({text})")
@@ -624,7 +703,8 @@ class CheckpointCoordinator:
             if message:
                 error = f"{error}: {message}"
             self.fail_job(error)
-        if reason != CheckpointFailureReason.SUBSUMED:
+        if reason not in (CheckpointFailureReason.SUBSUMED,
+                          CheckpointFailureReason.TRIGGER_FAILURE):  # (tick retries)
             self._maybe_trigger_final()
 
     def _discard_dir(self, checkpoint_id: int) -> None:

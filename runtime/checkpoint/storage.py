@@ -33,6 +33,7 @@ from flowray.common.constants import DEFAULT_CHECKPOINTS_DIR
 from flowray.common.files import safe_file_name
 
 import abc
+import dataclasses
 import os
 import re
 import struct
@@ -53,6 +54,7 @@ __all__ = [
     "METADATA_FILE",
     "SHARED_DIR",
     "JOB_FILE",
+    "LATEST_COMPLETED_FILE",
     "METADATA_MAGIC",
     "METADATA_VERSION",
     "InvalidCheckpointMetadataError",
@@ -65,11 +67,14 @@ __all__ = [
     "load_checkpoint",
     "file_reader",
     "filesystem_path",
+    "RetainedCheckpoint",
+    "find_retained_checkpoints",
 ]
 
 METADATA_FILE = "_metadata"
 SHARED_DIR = "shared"
 JOB_FILE = "job"
+LATEST_COMPLETED_FILE = "latest-completed"
 METADATA_MAGIC = b"FLOWRAY-CHK\x00"
 METADATA_VERSION = 1
 _HEADER = struct.Struct(">H")  # version, after the magic bytes
@@ -241,6 +246,19 @@ class CheckpointStorage(abc.ABC):
     def discard_job(self) -> None:
         """Delete ``<root>/<job_id>`` entirely."""
         self._delete_tree(self.job_root)
+
+    def record_latest_completed(self, checkpoint_id: int) -> None:
+        """Note the newest completed checkpoint (a restarted job master then knows one
+        completed even if its ``_metadata`` is gone)."""
+        self.write_file(f"{self.job_root}/{LATEST_COMPLETED_FILE}",
+                        str(int(checkpoint_id)).encode())
+
+    def latest_completed_record(self) -> Optional[int]:
+        """What :meth:`record_latest_completed` noted last (None: nothing, or unreadable)."""
+        try:
+            return int(self.read_file(f"{self.job_root}/{LATEST_COMPLETED_FILE}").decode())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
 
 
 # -----------------------------------------------------------------------------------------
@@ -464,8 +482,49 @@ def load_checkpoint(uri_or_path: str) -> "CompletedCheckpoint":
     except FileNotFoundError:
         raise FileNotFoundError(f"no checkpoint metadata at {path}") from None
     checkpoint = decode_metadata(data, path)
-    checkpoint.external_path = path
+    # as given (a URI keeps its scheme): tasks read the files through it
+    given = os.fspath(uri_or_path).rstrip("/")
+    if "://" not in given:
+        given = path
+    elif given.rsplit("/", 1)[-1] != METADATA_FILE:
+        given = f"{given}/{METADATA_FILE}"
+    checkpoint.external_path = given
     if checkpoint.is_savepoint:
         checkpoint.task_states = resolve_relative_paths(checkpoint.task_states,
                                                         path.rsplit("/", 1)[0])
     return checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class RetainedCheckpoint:
+    """The newest readable checkpoint of one job folder."""
+
+    job_id: str
+    job_name: str
+    checkpoint_id: int
+    path: str  # its chk-<n> directory, to restore from (execution.savepoint.path)
+    completed_ms: int
+
+
+def find_retained_checkpoints(checkpoints_dir: str, job_name: Optional[str] = None
+                              ) -> List[RetainedCheckpoint]:
+    """The newest readable checkpoint of every job under ``checkpoints_dir`` (only jobs
+    named ``job_name`` if given), newest first: how a user finds the checkpoint to resume
+    a cancelled or failed job from (with externalized checkpoint retention)."""
+    found: List[RetainedCheckpoint] = []
+    scan = FsCheckpointStorage(checkpoints_dir, "scan")
+    for folder in scan._child_dirs(scan.root or "/"):
+        storage = FsCheckpointStorage(checkpoints_dir, folder)
+        for cid in reversed(storage.list_completed()):
+            try:
+                checkpoint = storage.read_metadata(storage.checkpoint_dir(cid))
+            except Exception:  # noqa: BLE001 - a damaged one is skipped for an older one
+                continue
+            name = getattr(checkpoint, "job_name", "")
+            if job_name is None or name == job_name:
+                where = checkpoints_dir.rstrip("/") + f"/{folder}/chk-{cid}" \
+                    if "://" in checkpoints_dir else storage.checkpoint_dir(cid)
+                found.append(RetainedCheckpoint(checkpoint.job_id, name, cid, where,
+                                                checkpoint.completed_ms))
+            break
+    return sorted(found, key=lambda c: c.completed_ms, reverse=True)

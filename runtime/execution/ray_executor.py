@@ -277,9 +277,12 @@ class JobMaster(TaskDeployer):
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
-        if self.reconstructed:
-            # attempts above any of the dead master's (which counted from 0, one per deploy)
-            self.scheduler.recover(first_attempt=int(time.time() * 1000))
+
+    def _recover(self) -> None:
+        """A restarted master resumes from the retained checkpoints (or fails the job
+        with a clear error; it never starts over after a checkpoint completed)."""
+        # attempts above any of the dead master's (which counted from 0, one per deploy)
+        self.scheduler.recover(first_attempt=int(time.time() * 1000))
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> JobOutcome:
@@ -288,6 +291,8 @@ class JobMaster(TaskDeployer):
         try:
             if self.reconstructed:  # the dead master's tasks may still hold their names
                 self._free_names(self.eg.subtasks())
+                with self._lock:
+                    self._recover()
             with self._lock:
                 sched.start()
             while not sched.is_done:

@@ -68,6 +68,7 @@ from flowray.runtime.jobmaster.master_restarts import (
     record_job_master_restart,
 )
 from flowray.runtime.jobmaster.partition_tracker import PartitionTracker
+from flowray.runtime.jobmaster.restore_failures import RestoreAction, RestoreFailurePolicy
 from flowray.runtime.jobmaster.restart_strategy import (
     RestartStrategy,
     restart_strategy_from_config,
@@ -149,9 +150,15 @@ class JobScheduler:
         self.allow_non_restored_state = conf.get(SAVEPOINT_IGNORE_UNCLAIMED_STATE)
         self.savepoints_dir = conf.get(SAVEPOINTS_DIR)
         self._assigned: Optional[tuple] = None  # (checkpoint, {subtask key: TaskRestore})
+        #: a completed checkpoint has side effects (commits): never restore an older one
+        self.commits_on_complete = job_graph is not None and any(
+            op.commits_on_checkpoint_complete
+            for v in job_graph.vertices.values() for op in v.plan.operators.values())
+        self.restore_failures = RestoreFailurePolicy()
         self.coordinator = CheckpointCoordinator(
             job_id, self.settings, execution_graph.upstream(), storage, deployer, clock,
-            self._on_checkpoint_failure_threshold, stats=self.stats, layouts=self.layouts)
+            self._on_checkpoint_failure_threshold, stats=self.stats, layouts=self.layouts,
+            job_name=job_name)
         if initial_checkpoint is not None:  # ids go on from the savepoint's (Flink)
             self.coordinator.continue_after(initial_checkpoint.checkpoint_id)
         # regions, blocking partitions and the failover strategy
@@ -226,7 +233,8 @@ class JobScheduler:
             self.job_master_restarts += 1
             return None
         self.job_master_restarts = record_job_master_restart(self.storage)
-        latest = self.coordinator.recover_from_storage()
+        latest = self.coordinator.recover_from_storage(
+            allow_fallback=not self.commits_on_complete)
         if latest is None and self.initial_checkpoint is not None:
             latest = self.initial_checkpoint
         log.warning("flowray: job master of %r restarted (%d time(s)); %s", self.job_name,
@@ -254,6 +262,17 @@ class JobScheduler:
             on_done(None, str(e))
             return
         self.coordinator.trigger_savepoint(location, on_done)
+
+    def trigger_checkpoint(self, on_done: SavepointCallback) -> None:
+        """A checkpoint now (retained like the periodic ones); ``on_done(its directory,
+        None)`` or ``(None, error)``."""
+        if self.storage is None:
+            on_done(None, "cannot take a checkpoint: checkpointing is not enabled")
+            return
+        if self.status is not JobStatus.RUNNING:
+            on_done(None, f"cannot take a checkpoint: the job is {self.status.value}")
+            return
+        self.coordinator.trigger_manual_checkpoint(on_done)
 
     def stop_with_savepoint(self, target_dir: Optional[str], drain: bool,
                             on_done: SavepointCallback) -> None:
@@ -430,6 +449,25 @@ class JobScheduler:
             return  # a consequence of a failover already under way
         self.failures.append(failure)
         deployed = [s for s in self.subtasks if s not in self._created]
+        if failure.restoring_checkpoint is None:
+            self.restore_failures.restored()  # the last restore went through
+        else:
+            decision = self.restore_failures.decide(
+                failure, [c.checkpoint_id for c in self.coordinator.store.all()],
+                own=self._checkpoint_to_restore() is not self.initial_checkpoint,
+                commits_on_complete=self.commits_on_complete)
+            if decision.action is RestoreAction.FAIL_JOB:
+                log.error("flowray: job %r: %s", self.job_name, decision.message)
+                self.coordinator.tasks_not_running(deployed)
+                failure.message = f"{decision.message}"
+                self._fail(failure)
+                return
+            if decision.action is RestoreAction.FALL_BACK:
+                # every task must restore the same checkpoint: a global failover
+                self.coordinator.drop_damaged(decision.checkpoint_id, decision.message)
+                subtask = None
+        if self.coordinator.stopping:  # sources have stopped everywhere: restart all
+            subtask = None
         if subtask is None:
             result = self.failure_handler.handle_global_failure(failure, deployed)
         else:
@@ -440,12 +478,15 @@ class JobScheduler:
         if result.can_restart:
             self._restart(result, deployed)
         else:
-            self.status = JobStatus.FAILING
-            self.failure = failure
-            # the root cause is looked for from here on: the failures before this one
-            # were recovered from (a restart was granted, or they were consequences of one)
-            self._attempt_failures = [failure]
-            self._stop_all()
+            self._fail(failure)
+
+    def _fail(self, failure: TaskFailure) -> None:
+        self.status = JobStatus.FAILING
+        self.failure = failure
+        # the root cause is looked for from here on: the failures before this one
+        # were recovered from (a restart was granted, or they were consequences of one)
+        self._attempt_failures = [failure]
+        self._stop_all()
 
     def _restart(self, result: FailureHandlingResult, deployed: List[SubtaskId]) -> None:
         tasks = set(result.tasks_to_restart)

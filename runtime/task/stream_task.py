@@ -118,6 +118,7 @@ class StreamTask:
         #: END_OF_INPUT, or how a stop-with-savepoint ends this task (asked of a source,
         #: learnt from end-of-partition frames by the others)
         self._stop_mode = END_OF_INPUT
+        self._restoring = False  # loading state: a failure now is a restore failure
         self._final_checkpoint: Optional[int] = None  # first checkpoint after input ended
         self._final_checkpoint_done = False
         self.barrier_handler: Optional[BarrierHandler] = None
@@ -216,6 +217,12 @@ class StreamTask:
         return self.metrics()
 
     def _failure(self, e: BaseException) -> TaskFailure:
+        failure = self._describe_failure(e)
+        if self._restoring:
+            failure.restoring_checkpoint = self.tdd.restore_checkpoint_id
+        return failure
+
+    def _describe_failure(self, e: BaseException) -> TaskFailure:
         task = self.tdd.display_name
         if isinstance(e, UserFunctionError):
             return TaskFailure(
@@ -322,7 +329,9 @@ class StreamTask:
                 ctx, _one_output(outputs), {tag: _one_output(o) for tag, o in side.items()})
         self.operators = [plan.operators[n] for n in order]
         self.head = plan.operators[plan.head]
+        self._restoring = self.tdd.restore is not None
         self._initialize_state()
+        self._restoring = False
         for op in reversed(self.operators):
             op.open()
 
@@ -383,13 +392,7 @@ class StreamTask:
                 )
             )
         self.requires_final_checkpoint = any(
-            op.requires_final_checkpoint
-            or any(
-                callable(getattr(fn, "notify_checkpoint_complete", None))
-                for fn in op.user_functions()
-            )
-            for op in self.operators
-        )
+            op.commits_on_checkpoint_complete for op in self.operators)
         self.checkpointer = SubtaskCheckpointCoordinator(
             tdd.subtask,
             self.operators,

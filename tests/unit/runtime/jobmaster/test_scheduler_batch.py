@@ -249,7 +249,7 @@ def test_batch_a_truncated_partition_restarts_its_producer_region(tmp_path):
     with pytest.raises(CorruptPartitionError) as err:
         while reader.poll() is not None:
             pass
-    failure = StreamTask._failure(SimpleNamespace(tdd=SimpleNamespace(
+    failure = StreamTask._describe_failure(SimpleNamespace(tdd=SimpleNamespace(
         display_name="sum (1/2)")), err.value)
     assert failure.failed_channel == bad and failure.cause_type == "CorruptPartitionError"
     b.h.result(b.sum[0], TaskState.FAILED, failure)
