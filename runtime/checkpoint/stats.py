@@ -117,6 +117,18 @@ class CheckpointStatsTracker:
         self._failed = 0
         self._not_triggered: Dict[str, int] = {}
         self._last_completed: Optional[CheckpointStats] = None
+        #: the checkpoint the latest (re)deployment restored (Flink's "latest restore")
+        self.latest_restore: Optional[Dict[str, Any]] = None
+        #: why restores fell back to older checkpoints, in order
+        self.fallbacks: List[str] = []
+
+    def report_restored(self, checkpoint_id: int, is_savepoint: bool, path: str,
+                        restore_ms: int) -> None:
+        self.latest_restore = {"checkpoint_id": checkpoint_id, "is_savepoint": is_savepoint,
+                               "path": path, "restore_ms": restore_ms}
+
+    def report_fallback(self, message: str) -> None:
+        self.fallbacks.append(message)
 
     # -- reports (from the coordinator) ---------------------------------------------------
     def report_triggered(self, checkpoint_id: int, trigger_ms: int, is_savepoint: bool,

@@ -139,6 +139,11 @@ class JobHandle:
         ``(None, error)``."""
         raise NotImplementedError
 
+    def checkpoint(self, timeout_s: Optional[float]
+                   ) -> "tuple[Optional[str], Optional[str]]":
+        """Take a checkpoint now; ``(its chk-<n> directory, None)`` or ``(None, error)``."""
+        raise NotImplementedError
+
     def release(self) -> None:
         pass
 
@@ -214,6 +219,18 @@ class JobClient:
         job then fails over and runs on)."""
         path = self._savepoint(savepoint_directory, True, drain, timeout_s)
         self._wait_outcome(timeout_s)
+        return path
+
+    def trigger_checkpoint(self, timeout_s: Optional[float] = None) -> str:
+        """Take a checkpoint now, outside the periodic schedule (Flink's manual
+        checkpoint), and return its ``chk-<n>`` directory once it completed; it is
+        retained and subsumed like the periodic ones. Raises :class:`SavepointError`."""
+        if self._result is not None:
+            raise SavepointError(f"job {self._handle.job_name!r} has ended "
+                                 f"({self._result.status.value})")
+        path, error = self._handle.checkpoint(timeout_s)
+        if error is not None or path is None:
+            raise SavepointError(error or "the checkpoint failed")
         return path
 
     def _savepoint(self, directory: Optional[str], stop: bool, drain: bool,

@@ -234,19 +234,23 @@ class _LocalJob(TaskDeployer, JobHandle):
                 t.stop_source(stop_mode)
 
     def savepoint(self, target_dir, stop, drain, timeout_s):
-        result: "queue.Queue[Any]" = queue.Queue()
+        if stop:
+            return self._ask(lambda done: self.scheduler.stop_with_savepoint(
+                target_dir, drain, done), timeout_s)
+        return self._ask(lambda done: self.scheduler.trigger_savepoint(target_dir, done),
+                         timeout_s)
 
-        def request() -> None:
-            done = lambda path, error: result.put((path, error))  # noqa: E731
-            if stop:
-                self.scheduler.stop_with_savepoint(target_dir, drain, done)
-            else:
-                self.scheduler.trigger_savepoint(target_dir, done)
-        self.events.put(request)
+    def checkpoint(self, timeout_s):
+        return self._ask(self.scheduler.trigger_checkpoint, timeout_s)
+
+    def _ask(self, request: Callable[[Any], None], timeout_s: Optional[float]) -> Any:
+        """Run ``request(done)`` in the scheduler thread; what ``done`` was given."""
+        result: "queue.Queue[Any]" = queue.Queue()
+        self.events.put(lambda: request(lambda path, error: result.put((path, error))))
         try:
             return result.get(timeout=timeout_s)
         except queue.Empty:
-            return None, f"no savepoint after {timeout_s} s"
+            return None, f"no answer after {timeout_s} s"
 
     def progress(self) -> Dict[str, Any]:
         ms = [t.metrics() for t in list(self.tasks.values())]

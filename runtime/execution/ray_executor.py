@@ -433,21 +433,29 @@ class JobMaster(TaskDeployer):
                   timeout_s: Optional[float]) -> Tuple[Optional[str], Optional[str]]:
         """Take a savepoint (``stop``: stop-with-savepoint); blocks this call's thread
         until it completes or fails: ``(directory, None)`` or ``(None, error)``."""
+        if stop:
+            return self._ask(lambda done: self.scheduler.stop_with_savepoint(
+                target_dir, drain, done), timeout_s)
+        return self._ask(lambda done: self.scheduler.trigger_savepoint(target_dir, done),
+                         timeout_s)
+
+    def checkpoint(self, timeout_s: Optional[float]) -> Tuple[Optional[str], Optional[str]]:
+        """Take a checkpoint now; blocks until it completes or fails."""
+        return self._ask(self.scheduler.trigger_checkpoint, timeout_s)
+
+    def _ask(self, request: Callable[[Any], None], timeout_s: Optional[float]
+             ) -> Tuple[Optional[str], Optional[str]]:
+        """Run ``request(done)`` in the loop thread and wait (in this call's thread) for
+        what ``done`` is given."""
         done = threading.Event()
         result: List[Any] = [None, "no answer"]
 
         def on_done(path: Optional[str], error: Optional[str]) -> None:
             result[:] = [path, error]
             done.set()
-
-        def request() -> None:
-            if stop:
-                self.scheduler.stop_with_savepoint(target_dir, drain, on_done)
-            else:
-                self.scheduler.trigger_savepoint(target_dir, on_done)
-        self.events.put(request)
+        self.events.put(lambda: request(on_done))
         if not done.wait(timeout_s):
-            return None, f"no savepoint after {timeout_s} s"
+            return None, f"no answer after {timeout_s} s"
         return result[0], result[1]
 
     def status(self) -> str:
@@ -531,6 +539,9 @@ class _RayJobHandle(JobHandle):
 
     def savepoint(self, target_dir, stop, drain, timeout_s):
         return tuple(ray.get(self.master.savepoint.remote(target_dir, stop, drain, timeout_s)))
+
+    def checkpoint(self, timeout_s):
+        return tuple(ray.get(self.master.checkpoint.remote(timeout_s)))
 
     def release(self) -> None:
         try:

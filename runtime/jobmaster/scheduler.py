@@ -216,7 +216,9 @@ class JobScheduler:
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {"counts": self.stats.counts(), "history": self.stats.history(),
-                "summary": self.stats.summary(), "restarts": self.restarts}
+                "summary": self.stats.summary(), "restarts": self.restarts,
+                "latest_restore": self.stats.latest_restore,
+                "fallbacks": list(self.stats.fallbacks)}
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -361,6 +363,8 @@ class JobScheduler:
         if latest is not None:
             log.info("flowray: job %r attempt %d restores checkpoint %d", self.job_name,
                      self.attempt, latest.checkpoint_id)
+            self.stats.report_restored(latest.checkpoint_id, latest.is_savepoint,
+                                       latest.external_path, self.clock.now_ms())
         self.deployer.deploy(self.attempt, descriptors)
         self.coordinator.tasks_running(subtasks)
 
@@ -465,6 +469,7 @@ class JobScheduler:
             if decision.action is RestoreAction.FALL_BACK:
                 # every task must restore the same checkpoint: a global failover
                 self.coordinator.drop_damaged(decision.checkpoint_id, decision.message)
+                self.stats.report_fallback(decision.message)
                 subtask = None
         if self.coordinator.stopping:  # sources have stopped everywhere: restart all
             subtask = None
