@@ -11,14 +11,17 @@ program through :mod:`flowray.datastream.extensions`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from flowray.common.configuration import Configuration
 from flowray.common.options import (
+    CHECKPOINTING_INTERVAL,
     EXECUTION_TARGET,
     MAX_PARALLELISM,
     PARALLELISM,
     PIPELINE_NAME,
+    SAVEPOINT_PATH,
 )
 from flowray.common.restart_strategy import RestartStrategyConfiguration
 from flowray.common.typeinfo import value_converter
@@ -37,6 +40,8 @@ from flowray.runtime.graph.transformations import (
     Transformation,
 )
 from flowray.state.state_backend import StateBackend
+
+log = logging.getLogger(__name__)
 
 __all__ = ["StreamExecutionEnvironment"]
 
@@ -193,7 +198,9 @@ class StreamExecutionEnvironment:
             self._parallelism,
             self._max_parallelism,
         )
-        return prepare_job(build_job_graph(stream_graph), self._config.to_dict())
+        config = self._config.to_dict()
+        _warn_about_generated_uids(stream_graph.generated_uids, self._config)
+        return prepare_job(build_job_graph(stream_graph), config)
 
     def _make_executor(self) -> JobExecutor:
         if self._executor is not None:
@@ -281,3 +288,17 @@ def _driver_hooks(transformations: Iterable[Any]) -> List[Any]:
                 seen.add(id(fn))
                 hooks.append(fn)
     return hooks
+
+
+def _warn_about_generated_uids(generated: Dict[str, str], config: Configuration) -> None:
+    """Once per job with checkpoints or a savepoint to restore: operators without a uid
+    get one from their place in the program, which a change of the program may move."""
+    if not generated or (config.get(CHECKPOINTING_INTERVAL) is None
+                         and not config.get(SAVEPOINT_PATH)):
+        return
+    names = sorted(generated)
+    log.warning("flowray: %d operator(s) have no uid (%s%s); their state is matched by a "
+                "hash of their place in the job, which changes when the job changes: set "
+                ".uid(...) on stateful operators so savepoints restore across versions",
+                len(names), ", ".join(repr(n) for n in names[:5]),
+                ", ..." if len(names) > 5 else "")

@@ -6,6 +6,7 @@ matches, else rebalance.
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -66,6 +67,8 @@ class StreamNode:
 class StreamGraph:
     job_name: str
     nodes: Dict[int, StreamNode]
+    #: operator name -> the uid it was given because the program set none
+    generated_uids: Dict[str, str] = field(default_factory=dict)
 
     def topological_order(self) -> List[StreamNode]:
         return [self.nodes[i] for i in sorted(self.nodes)]  # ids grow with program order
@@ -115,8 +118,11 @@ def build_stream_graph(
 
     nodes: Dict[int, StreamNode] = {}
     uids: Dict[str, str] = {}
-    for tid in sorted(physical):
+    generated: Dict[str, str] = {}
+    hashes: Dict[int, str] = {}
+    for ordinal, tid in enumerate(sorted(physical)):
         t = physical[tid]
+        hashes[tid] = _position_hash(t, ordinal, physical, hashes)
         p = t.parallelism or default_parallelism
         maxp = t.max_parallelism or default_max_parallelism
         if p > maxp:
@@ -124,7 +130,9 @@ def build_stream_graph(
                 f"operator {t.name!r}: parallelism {p} exceeds max parallelism "
                 f"{maxp} (pipeline.max-parallelism)"
             )
-        uid = t.uid or f"{type(t.operator).__name__}_{tid}"
+        uid = t.uid or f"{type(t.operator).__name__}_{hashes[tid]}"
+        if not t.uid:
+            generated[t.name] = uid
         if uid in uids:
             raise GraphError(
                 f"uid {uid!r} is used by both {uids[uid]!r} and {t.name!r}; uids must be unique"
@@ -151,7 +159,19 @@ def build_stream_graph(
                 target.in_edges.append(edge)
         if n_inputs >= 1 and not target.in_edges:
             raise GraphError(f"operator {t.name!r} has no input")
-    return StreamGraph(job_name, nodes)
+    return StreamGraph(job_name, nodes, generated)
+
+
+def _position_hash(t: OperatorTransformation, ordinal: int,
+                   physical: Dict[int, OperatorTransformation], done: Dict[int, str]) -> str:
+    """A stable hash of an operator's place in the program (its kind, its rank in program
+    order, what feeds it): the same program gets the same uids in every run, so its
+    state can be restored; changing the program may change them (hence explicit uids)."""
+    inputs = sorted(f"{i}:{done[phys.id]}:{tag or ''}"
+                    for i, inp in enumerate(t.inputs) for phys, _, tag in _resolve(inp)
+                    if phys.id in done)
+    text = "|".join([type(t.operator).__name__, str(ordinal), *inputs])
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def _edge_partitioner(

@@ -339,3 +339,30 @@ def test_execution_plan_text(env):
     assert plan[1] == "Map (parallelism 2) <- Source: Collection Source [REBALANCE]"
     assert plan[2] == ("Keyed Aggregation (sum) -> Sink: Print to Std. Out (parallelism 2) "
                        "<- Map [HASH]")
+
+
+def test_generated_uids_are_stable_across_builds_of_the_same_program():
+    from flowray import StreamExecutionEnvironment
+
+    def program():
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_collection([1, 2]).map(lambda x: x).key_by(lambda x: x) \
+            .reduce(lambda a, b: a + b).uid("sum").add_sink(lambda v: None)
+        return _stream_graph(env)
+
+    first, second = program(), program()
+    # transformation ids differ between the two builds; the uids do not
+    assert sorted(first.nodes) != sorted(second.nodes)
+    assert [n.uid for n in first.topological_order()] == \
+        [n.uid for n in second.topological_order()]
+    assert "sum" not in first.generated_uids.values()
+    assert len(first.generated_uids) == 3  # source, map, sink
+
+
+def test_an_operator_without_uid_in_a_checkpointed_job_is_warned_about(env, caplog):
+    env.enable_checkpointing(1000)
+    env.from_collection([1]).uid("src").map(lambda x: x).name("unnamed map") \
+        .add_sink(lambda v: None).uid("sink")
+    with caplog.at_level("WARNING"):
+        env._prepare("x")
+    assert "'unnamed map'" in caplog.text and ".uid(" in caplog.text
