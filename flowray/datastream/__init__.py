@@ -21,6 +21,7 @@ from flowray.runtime.execution.client import (
     SavepointError,
 )
 from flowray.runtime.messages import JobStatus
+from flowray.runtime.checkpoint.storage import RetainedCheckpoint, find_retained_checkpoints
 
 from flowray.datastream.functions import *  # noqa: F401,F403
 from flowray.datastream.functions import __all__ as _functions_all
@@ -30,6 +31,7 @@ from flowray.datastream.state import __all__ as _state_all
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "WindowedStream", "AllWindowedStream", "OutputTag",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient", "SavepointError",
+           "RetainedCheckpoint", "find_retained_checkpoints",
            "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
            "CheckpointingMode", "CheckpointedFunction", "CheckpointListener",
            "HashMapStateBackend", "EmbeddedRocksDBStateBackend"] + _functions_all + _state_all

@@ -10,6 +10,7 @@ and stops the job with a savepoint; the next phase starts from that savepoint's 
 last phase reads to the end and drains, so every timer fires.
 """
 
+import os
 import shutil
 from collections import Counter
 
@@ -190,3 +191,58 @@ def test_stop_with_savepoint_and_rescale_1_3_2_commits_what_one_run_would(tmp_pa
     assert {r[3] for r in by_phase[1]} == {("phase0-0",)}
     assert {r[3] for r in by_phase[2]} == {("phase1-0", "phase1-1", "phase1-2")}
     assert len(by_phase[1]) == 3 and len(by_phase[2]) == 2
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb-incremental"])
+def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_parallelism(
+        tmp_path, backend):
+    """RETAIN_ON_CANCELLATION keeps the checkpoints of a cancelled job; the user finds the
+    latest by the job's name and restores from it as from a savepoint (rescaled 2 -> 3).
+    The new job never builds on the old job's files (they stay the user's)."""
+    from flowray import find_retained_checkpoints
+
+    def submit(parallelism, restore_from=None):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                    "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
+                    "state.backend.type": backend.split("-")[0],
+                    "state.backend.incremental": str(backend.endswith("incremental")).lower(),
+                    "execution.checkpointing.externalized-checkpoint-retention":
+                        "RETAIN_ON_CANCELLATION",
+                    "restart-strategy.type": "none"}
+        if restore_from:
+            settings["execution.savepoint.path"] = restore_from
+        for key, value in settings.items():
+            env.get_configuration().set_string(key, value)
+        env.enable_checkpointing(3_600_000)  # the test takes the checkpoint
+        env.set_parallelism(parallelism)
+        items = [(f"k{i % KEYS}", 1) for i in range(PER_PHASE)] + [HOLD()] + \
+            [(f"k{i % KEYS}", 1) for i in range(PER_PHASE)]
+        source = TestingSource(items, ledger_dir=str(tmp_path / "ledger"))
+        (env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
+            .uid("records").set_parallelism(1)
+            .key_by(lambda r: r[0]).sum(1).uid("sum")
+            .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
+        return env.execute_async("retained"), source
+
+    client, source = submit(2)
+    wait_until(lambda: PER_PHASE in source.fired_markers(), 120, "the source to hold")
+    checkpoint = client.trigger_checkpoint(timeout_s=60)
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    wait_until(lambda: len(sink.committed()) == PER_PHASE, 60, "the first part committed")
+    client.cancel()
+    wait_until(lambda: client.get_job_status() is JobStatus.CANCELED, 120, "the cancel")
+    [found] = find_retained_checkpoints(str(tmp_path / "checkpoints"), "retained")
+    assert found.path == checkpoint and found.job_name == "retained"
+    old_files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.dirname(checkpoint))
+                       for f in fs)
+
+    client, _ = submit(3, restore_from=found.path)
+    result = client.wait(180)
+    assert result.outcome.restarts == 0
+    per_key = 2 * PER_PHASE // KEYS
+    assert sorted(sink.committed()) == sorted(
+        (f"k{k}", n) for k in range(KEYS) for n in range(1, per_key + 1))
+    # the retained checkpoint is untouched (NO_CLAIM): still there, byte for byte usable
+    assert sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.dirname(checkpoint))
+                  for f in fs) == old_files
