@@ -310,11 +310,14 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             if not isinstance(data, dict) or data.get("format") != _FORMAT:
                 raise ValueError(f"{handle.path}: not a heap keyed-state snapshot")
             kinds = data["kinds"]
+            pickled = data.get("values") == _PICKLED_VALUES  # written from RocksDB
             for kg, states in data["groups"].items():
                 if kg not in self.key_group_range:
                     continue
                 for name, entries in states.items():
                     table = self.get_state_table(name, StateKind(kinds[name]))
+                    if pickled:
+                        entries = {k: pickle.loads(v) for k, v in entries.items()}
                     table.map_for(kg).update(entries)
 
     def dispose(self) -> None:
@@ -323,6 +326,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
 
 _FORMAT = "flowray-heap-v1"
+_PICKLED_VALUES = "pickled"  # (flowray.state.rocksdb.layout.PICKLED_VALUES)
 
 
 class _HeapSnapshotWriter(KeyedSnapshotWriter):

@@ -32,6 +32,7 @@ from flowray.state.keyed_backend import (
 )
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
+    PICKLED_VALUES,
     SNAPSHOT_FORMAT,
     _kg_prefix,
     _loads,
@@ -387,6 +388,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                     f"{handle.path}: not a full keyed-state snapshot (format {SNAPSHOT_FORMAT!r})"
                 )
             kinds = data["kinds"]
+            pickled = data.get("values") == PICKLED_VALUES  # stored as they are
             batch = WriteBatch(raw_mode=True)
             count = 0
             for kg, states in data["groups"].items():
@@ -397,7 +399,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                     self._column_family(name, StateKind(kinds[name]))
                     cf_handle = self._db.get_column_family_handle(_CF_PREFIX + name)
                     for key, value in entries.items():
-                        batch.put(prefix + encode_key(key), dumps_state(value), cf_handle)
+                        batch.put(prefix + encode_key(key),
+                                  value if pickled else dumps_state(value), cf_handle)
                         count += 1
             if count:
                 self._db.write(batch, self._write_opts)

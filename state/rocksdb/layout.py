@@ -17,11 +17,14 @@ from typing import Any, Tuple
 from flowray.state.heap_backend import dumps_state
 from rocksdict import Options
 
-__all__ = ["SNAPSHOT_FORMAT", "encode_key", "decode_key"]
+__all__ = ["SNAPSHOT_FORMAT", "PICKLED_VALUES", "encode_key", "decode_key"]
 
 
 #: The portable full-snapshot format, shared with :mod:`flowray.state.heap_backend`.
 SNAPSHOT_FORMAT = "flowray-heap-v1"
+#: ``"values"`` of a full snapshot whose values are pickles (written from RocksDB);
+#: without it values are the objects themselves (written from the heap)
+PICKLED_VALUES = "pickled"
 
 _MISSING = object()
 

@@ -1,5 +1,5 @@
 """The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` writes the
-portable ``flowray-heap-v1`` format from a RocksDB checkpoint; the incremental writer uploads
+portable ``flowray-heap-v1`` format from a RocksDB checkpoint (values as their pickles); the incremental writer uploads
 new SST files as shared files and the rest as private ones.
 """
 
@@ -18,8 +18,8 @@ from flowray.state.keyed_backend import (
 )
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
+    PICKLED_VALUES,
     SNAPSHOT_FORMAT,
-    _loads,
     _raw_options,
     decode_key,
 )
@@ -27,19 +27,6 @@ from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 from rocksdict import AccessType, Rdict
 
 __all__ = ["RocksDBIncrementalSnapshotWriter"]
-
-
-class _Pickled:
-    """A value kept as its pickle: pickling it embeds the bytes so that unpickling the
-    outer file yields the value itself (no unpickle/re-pickle of values in the async part)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __reduce__(self) -> Tuple[Any, Tuple[bytes]]:
-        return (_loads, (self.data,))
 
 
 class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
@@ -72,7 +59,7 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
                         if kg != current_kg:
                             current_kg = kg
                             entries = groups.setdefault(kg, {}).setdefault(name, {})
-                        entries[decode_key(k, 2)] = _Pickled(v)  # type: ignore[index]
+                        entries[decode_key(k, 2)] = v  # type: ignore[index]
                 finally:
                     cf.close()
         finally:
@@ -90,7 +77,10 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             self.discard()
         if not groups:
             return None
-        data = dumps_state({"format": SNAPSHOT_FORMAT, "kinds": self.kinds, "groups": groups})
+        # values stay the pickles RocksDB holds (a reader unpickles them, or a RocksDB
+        # backend stores them as they are)
+        data = dumps_state({"format": SNAPSHOT_FORMAT, "kinds": self.kinds, "groups": groups,
+                            "values": PICKLED_VALUES})
         size = write_file(path, data)
         return KeyedStateHandle(path, self.key_group_range, size)
 
