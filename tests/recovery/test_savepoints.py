@@ -246,3 +246,46 @@ def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_paralle
     # the retained checkpoint is untouched (NO_CLAIM): still there, byte for byte usable
     assert sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.dirname(checkpoint))
                   for f in fs) == old_files
+
+
+def test_stop_with_drain_fires_every_timer_and_a_restore_from_it_ends_at_once(tmp_path):
+    """--drain ends the input first: the watermark goes to the end of time, so every
+    timer registered so far fires before the savepoint; the savepoint then holds finished
+    operators, and a job restored from it ends without reading further."""
+    env_records = [r for r in _records()[:PER_PHASE]]
+    env = StreamExecutionEnvironment.get_execution_environment()
+    for key, value in {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                       "pipeline.auto-watermark-interval": "50 ms",
+                       "restart-strategy.type": "none"}.items():
+        env.get_configuration().set_string(key, value)
+
+    def build(env):
+        env.enable_checkpointing(200)
+        env.set_parallelism(1)
+        source = TestingSource(_records(), ledger_dir=str(tmp_path / "ledger"))
+        strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+            Duration.of_millis(0)).with_timestamp_assigner(_Timestamps())
+        (env.from_source(source, strategy, "records").uid("records")
+            .key_by(lambda r: r[0]).process(_KeyedEverything()).uid("keyed")
+            .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
+        return source
+
+    source = build(env)
+    client = env.execute_async("drain")
+    wait_until(lambda: PER_PHASE in source.fired_markers(), 120, "the source to hold")
+    path = client.stop_with_savepoint(str(tmp_path / "savepoints"), drain=True,
+                                      timeout_s=120)
+    assert client.get_job_status() is JobStatus.FINISHED
+    committed = TransactionalTestingSink(str(tmp_path / "out")).committed()
+    timers = {r for r in committed if r[0] == "timer"}
+    assert timers == {("timer", k, ts + TIMER_DELAY) for k, _, ts in env_records}
+    assert len([r for r in committed if r[0] == "rec"]) == PER_PHASE
+
+    env2 = StreamExecutionEnvironment.get_execution_environment()
+    for key, value in {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                       "execution.savepoint.path": path,
+                       "restart-strategy.type": "none"}.items():
+        env2.get_configuration().set_string(key, value)
+    build(env2)
+    env2.execute("drained-restore")
+    assert TransactionalTestingSink(str(tmp_path / "out")).committed() == committed
