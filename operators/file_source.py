@@ -49,7 +49,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, List, Optional, Sequence
 
-from flowray.operators.sources import Boundedness, Source, SourceReader, SourceReaderContext
+from flowray.operators.sources import (
+    Boundedness,
+    ShareOrSplitReader,
+    Source,
+    SourceReaderContext,
+)
 from flowray.operators.local_files import local_path
 
 __all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSourceReader",
@@ -164,7 +169,9 @@ class FileSource(Source):
         return f"FileSource({len(self.files)} files, {self.stream_format!r})"
 
 
-class FileSourceReader(SourceReader):
+class FileSourceReader(ShareOrSplitReader):
+    source_label = "FileSource"
+
     """Reads its splits (files) in order, line by line.
 
     Split-based use (:meth:`add_splits`): ``snapshot_state`` is a list of
@@ -176,21 +183,12 @@ class FileSourceReader(SourceReader):
     def __init__(self, files: Sequence[str], charset: str) -> None:
         self._files = list(files)            # the share read without splits
         self._charset = charset
-        self._split_based: Optional[bool] = None   # decided by the first call
         self._splits: List[List[Any]] = []   # [path, offset] per file not finished, in order
         self._done = 0                       # files finished (the index without splits)
         self._fh: Optional[BinaryIO] = None
 
-    def _mode(self, split_based: bool, what: str) -> None:
-        if self._split_based is None:
-            self._split_based = split_based
-            if not split_based:
-                self._splits = [[path, 0] for path in self._files]
-        elif self._split_based != split_based:
-            raise RuntimeError(
-                f"FileSource: {what} on a reader that "
-                + ("was given splits (restore it through add_splits)" if self._split_based
-                   else "already reads its files without splits"))
+    def _read_own_share(self) -> None:
+        self._splits = [[path, 0] for path in self._files]
 
     def add_splits(self, splits: List[Any]) -> None:
         self._mode(True, "add_splits")

@@ -50,6 +50,7 @@ __all__ = [
     "Source",
     "SourceReader",
     "SourceRescaleError",
+    "ShareOrSplitReader",
     "IndexRangeSplit",
     "CollectionSource",
     "NumberSequenceSource",
@@ -120,6 +121,31 @@ class Source(abc.ABC):
 
     @abc.abstractmethod
     def create_reader(self, context: SourceReaderContext) -> SourceReader: ...
+
+
+class ShareOrSplitReader(SourceReader):
+    """A reader that reads the splits given to it, or, when its first call is not
+    ``add_splits``, the share its source computed for its subtask (readers used directly,
+    and positions saved before the source had splits). The first call decides;
+    ``_read_own_share()`` sets the reader up for its share."""
+
+    #: the source's name in error messages
+    source_label = "source"
+    _split_based: Optional[bool] = None
+
+    def _read_own_share(self) -> None:
+        raise NotImplementedError
+
+    def _mode(self, split_based: bool, what: str) -> None:
+        if self._split_based is None:
+            self._split_based = split_based
+            if not split_based:
+                self._read_own_share()
+        elif self._split_based != split_based:
+            raise RuntimeError(
+                f"{self.source_label}: {what} on a reader that "
+                + ("was given splits (restore it through add_splits)" if self._split_based
+                   else "already reads its share without splits"))
 
 
 @dataclass(frozen=True)

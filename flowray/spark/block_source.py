@@ -40,7 +40,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from flowray.common.types import Row
 
-from flowray.operators.sources import Source, SourceReader, SourceReaderContext
+from flowray.operators.sources import ShareOrSplitReader, Source, SourceReaderContext
 
 __all__ = ["BlockStore", "InMemoryBlockStore", "ArrowBlockSource", "BlockSplit"]
 
@@ -91,29 +91,22 @@ class BlockSplit:
     row: int = 0
 
 
-class _BlockReader(SourceReader):
+class _BlockReader(ShareOrSplitReader):
+    source_label = "ArrowBlockSource"
+
     """Reads its splits (blocks) in order; without splits, ``blocks`` (its round-robin
     share) with the position ``(index in blocks, row)``."""
 
     def __init__(self, store: BlockStore, blocks: List[int]) -> None:
         self.store = store
         self.blocks = blocks                 # the share read without splits
-        self._split_based: Optional[bool] = None   # decided by the first call
         self._splits: List[List[int]] = []   # [block, next row] per block not finished
         self._done = 0                       # blocks finished (the index without splits)
         self._columns: Optional[List[List[Any]]] = None   # of the head block, once loaded
         self._rows_in_block = 0
 
-    def _mode(self, split_based: bool, what: str) -> None:
-        if self._split_based is None:
-            self._split_based = split_based
-            if not split_based:
-                self._splits = [[b, 0] for b in self.blocks]
-        elif self._split_based != split_based:
-            raise RuntimeError(
-                f"ArrowBlockSource: {what} on a reader that "
-                + ("was given splits (restore it through add_splits)" if self._split_based
-                   else "already reads its blocks without splits"))
+    def _read_own_share(self) -> None:
+        self._splits = [[b, 0] for b in self.blocks]
 
     def add_splits(self, splits: List[Any]) -> None:
         self._mode(True, "add_splits")
@@ -200,7 +193,7 @@ class ArrowBlockSource(Source):
         parallelism``)."""
         return [BlockSplit(b) for b in range(self.store.num_blocks)]
 
-    def create_reader(self, context: SourceReaderContext) -> SourceReader:
+    def create_reader(self, context: SourceReaderContext) -> "_BlockReader":
         # the round-robin share is read only if the reader is given no splits
         blocks = list(range(context.subtask_index, self.store.num_blocks, context.parallelism))
         return _BlockReader(self.store, blocks)

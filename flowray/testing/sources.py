@@ -84,7 +84,7 @@ from flowray.operators.sources import (
     Boundedness,
     IndexRangeSplit,
     Source,
-    SourceReader,
+    ShareOrSplitReader,
     SourceReaderContext,
     _split,
     index_range_splits,
@@ -292,7 +292,9 @@ class TestingSource(Source):
         return f"TestingSource({len(self.items)} items, ledger={self.ledger_dir!r})"
 
 
-class TestingSourceReader(SourceReader):
+class TestingSourceReader(ShareOrSplitReader):
+    source_label = "TestingSource"
+
     """Reads items of a :class:`TestingSource`: the :class:`IndexRangeSplit` s it is given,
     in order (state: the ranges not finished); or, given no splits, ``items[start:end]``
     (position: the index of the next item)."""
@@ -304,22 +306,13 @@ class TestingSourceReader(SourceReader):
         self._source = source
         self._items = source.items
         self._start, self._end = start, end       # the share read without splits
-        self._split_based: Optional[bool] = None  # decided by the first call
         self._ranges: List[List[int]] = []        # [next, end] per range not finished
         self._context = context
         self._pause_until: Optional[float] = None  # set while waiting at the PAUSE at the head
         self._holding: Optional[int] = None  # index of the HOLD this reader claimed
 
-    def _mode(self, split_based: bool, what: str) -> None:
-        if self._split_based is None:
-            self._split_based = split_based
-            if not split_based:
-                self._ranges = [[self._start, self._end]]
-        elif self._split_based != split_based:
-            raise RuntimeError(
-                f"TestingSource: {what} on a reader that "
-                + ("was given splits (restore it through add_splits)" if self._split_based
-                   else "already reads its share without splits"))
+    def _read_own_share(self) -> None:
+        self._ranges = [[self._start, self._end]]
 
     def add_splits(self, splits: List[Any]) -> None:
         self._mode(True, "add_splits")

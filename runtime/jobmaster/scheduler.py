@@ -246,24 +246,25 @@ class JobScheduler:
         return latest.checkpoint_id if latest is not None else None
 
     # -- savepoints --------------------------------------------------------------------
-    def _savepoint_location(self, target_dir: Optional[str]) -> str:
+    def _savepoint_target(self, target_dir: Optional[str], what: str,
+                          on_done: SavepointCallback) -> Optional[str]:
+        """A new savepoint directory under ``target_dir`` (or ``state.savepoints.dir``);
+        None after telling ``on_done`` why there is none."""
+        if self.status is not JobStatus.RUNNING:
+            on_done(None, f"cannot {what}: the job is {self.status.value}")
+            return None
         target = target_dir or self.savepoints_dir
         if not target:
-            raise ValueError("no savepoint directory: pass one, or set state.savepoints.dir")
+            on_done(None, "no savepoint directory: pass one, or set state.savepoints.dir")
+            return None
         return savepoint_directory(target, self.job_id)
 
     def trigger_savepoint(self, target_dir: Optional[str], on_done: SavepointCallback) -> None:
         """Take a savepoint into a new directory under ``target_dir`` (or
         ``state.savepoints.dir``); ``on_done(directory, None)`` or ``(None, error)``."""
-        if self.status is not JobStatus.RUNNING:
-            on_done(None, f"cannot take a savepoint: the job is {self.status.value}")
-            return
-        try:
-            location = self._savepoint_location(target_dir)
-        except ValueError as e:
-            on_done(None, str(e))
-            return
-        self.coordinator.trigger_savepoint(location, on_done)
+        location = self._savepoint_target(target_dir, "take a savepoint", on_done)
+        if location is not None:
+            self.coordinator.trigger_savepoint(location, on_done)
 
     def trigger_checkpoint(self, on_done: SavepointCallback) -> None:
         """A checkpoint now (retained like the periodic ones); ``on_done(its directory,
@@ -281,13 +282,8 @@ class JobScheduler:
         """Stop the sources (``drain``: as if their input ended, so timers and windows
         fire), take a final savepoint, let sinks commit, and finish the job. If the
         savepoint fails, the job fails over and runs on."""
-        if self.status is not JobStatus.RUNNING:
-            on_done(None, f"cannot stop with a savepoint: the job is {self.status.value}")
-            return
-        try:
-            location = self._savepoint_location(target_dir)
-        except ValueError as e:
-            on_done(None, str(e))
+        location = self._savepoint_target(target_dir, "stop with a savepoint", on_done)
+        if location is None:
             return
         error = self.coordinator.request_stop(location, on_done)
         if error is not None:

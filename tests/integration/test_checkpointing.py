@@ -19,6 +19,7 @@ from flowray.datastream import (
 from flowray.datastream.connectors.file_system import FileSink, OutputFileConfig
 from flowray.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from flowray.testing import FAIL, PAUSE, TestingSource, TransactionalTestingSink
+from tests.support.storage import flip_middle_byte
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "50 ms"}
@@ -329,11 +330,7 @@ class _CorruptLatestThenFail(MapFunction, CheckpointListener):
             for name in names:
                 path = os.path.join(folder, name)
                 if ".keyed" in path and os.path.getsize(path) > 8:
-                    with open(path, "r+b") as f:
-                        f.seek(os.path.getsize(path) // 2)
-                        byte = f.read(1)
-                        f.seek(-1, os.SEEK_CUR)
-                        f.write(bytes([byte[0] ^ 0xFF]))
+                    flip_middle_byte(path)
                     damaged.append(path)
         if damaged:
             with open(self.ledger, "w") as f:

@@ -19,6 +19,7 @@ from flowray.testing import (
     TransactionalTestingSink,
     wait_until,
 )
+from tests.support.storage import flip_middle_byte
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("ray_session")]
 
@@ -97,11 +98,7 @@ def _damage(checkpoint_dir, how):
         if how == "delete":
             os.remove(path)
         else:
-            with open(path, "r+b") as f:
-                f.seek(os.path.getsize(path) // 2)
-                byte = f.read(1)
-                f.seek(-1, os.SEEK_CUR)
-                f.write(bytes([byte[0] ^ 0xFF]))
+            flip_middle_byte(path)
         damaged.append(path)
     assert damaged, f"no keyed state file in {checkpoint_dir}"
     return damaged

@@ -22,3 +22,14 @@ class DictStorage:
     def shared_writes(self, root):
         """The paths written under ``<root>/shared/`` (incremental uploads), in order."""
         return [p for p in self.writes if p.startswith(f"{root}/shared/")]
+
+
+def flip_middle_byte(path):
+    """Damage a file in place: invert the byte in its middle (a bit rot a checksum sees)."""
+    import os
+
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))

@@ -12,7 +12,7 @@ from flowray.operators.sources import NumberSequenceSource, SourceOperator
 from flowray.common.clock import ManualClock
 from flowray.common.configuration import ConfigurationError
 from flowray.runtime.jobmaster.restart_strategy import restart_strategy_from_config
-from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from flowray.state.descriptors import MapStateDescriptor, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange, assign_to_key_group
 from flowray.state.operator_state import OperatorStateStore

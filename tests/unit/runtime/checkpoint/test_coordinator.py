@@ -245,7 +245,7 @@ def test_tolerable_failures_two_and_success_resets():
     # reasons that do not count
     fail_one("SUBSUMED")
     fail_one("DECLINED_ON_CANCELLATION")
-    cid = h.trigger(periodic=False)
+    h.trigger(periodic=False)
     h.coord.tasks_not_running([SINK])
     h.coord.tasks_running([SINK])
     assert h.failures == [] and h.coord.consecutive_failures == 2
