@@ -624,7 +624,8 @@ class CheckpointCoordinator:
                 write_savepoint_metadata(completed, p.location)
             else:
                 completed.external_path = self.storage.write_metadata(completed)
-                self._record_latest(cid)
+                if not p.is_savepoint:  # recovery never uses savepoints
+                    self._record_latest(cid)
         except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
             log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
             self.registry.release_checkpoint(cid)

@@ -11,8 +11,9 @@ loop forever. :class:`RestoreFailurePolicy` decides instead:
   older one would commit records twice. Then, or with nothing older, the job fails with
   the error naming the file (it never starts over);
 - a damaged savepoint the job started from: the job fails;
-- any other error: restart as usual, but the same error restoring the same checkpoint
-  ``max_repeats`` times in a row fails the job with that cause.
+- any other error: restart as usual, but the same error restoring the same checkpoint in
+  ``max_repeats`` deployment attempts in a row fails the job with that cause (tasks of one
+  attempt failing alike count once).
 
 >>> from flowray.runtime.messages import TaskFailure
 >>> damaged = TaskFailure("sum (1/2)", None, "CorruptedStateError", "file x is damaged", "",
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from flowray.runtime.messages import TaskFailure
 
@@ -56,13 +57,14 @@ class RestoreFailurePolicy:
 
     def __init__(self, max_repeats: int = 3) -> None:
         self.max_repeats = max_repeats
-        self._repeats: Dict[Tuple[int, str, str], int] = {}
+        self._attempts: Dict[Tuple[int, str, str], Set[int]] = {}
 
     def decide(self, failure: TaskFailure, retained: List[int], own: bool,
-               commits_on_complete: bool) -> RestoreDecision:
-        """``failure`` happened while restoring ``failure.restoring_checkpoint``;
-        ``retained``: the job's own retained checkpoint ids, ascending; ``own``: the
-        checkpoint is one of them (not a savepoint the job started from)."""
+               commits_on_complete: bool, attempt: int = -1) -> RestoreDecision:
+        """``failure`` happened while restoring ``failure.restoring_checkpoint`` in
+        deployment ``attempt``; ``retained``: the job's own retained checkpoint ids,
+        ascending; ``own``: the checkpoint is one of them (not a savepoint the job started
+        from)."""
         cid = failure.restoring_checkpoint
         if cid is None:
             return RestoreDecision(RestoreAction.RESTART)
@@ -88,14 +90,16 @@ class RestoreFailurePolicy:
                                    f"checkpoint {cid} cannot be restored ({cause}); falling "
                                    f"back to checkpoint {older[-1]}")
         key = (cid, failure.cause_type, failure.message)
-        self._repeats = {key: self._repeats.get(key, 0) + 1}  # in a row: others reset
-        if self._repeats[key] >= self.max_repeats:
+        attempts = self._attempts.get(key, set())
+        self._attempts = {key: attempts}  # in a row: another error starts afresh
+        attempts.add(attempt if attempt >= 0 else len(attempts))
+        if len(attempts) >= self.max_repeats:
             return RestoreDecision(
                 RestoreAction.FAIL_JOB, cid,
-                f"restoring checkpoint {cid} failed {self._repeats[key]} times in a row with "
-                f"the same error, giving up: {cause}")
+                f"restoring checkpoint {cid} failed {len(attempts)} times in a row with the "
+                f"same error, giving up: {cause}")
         return RestoreDecision(RestoreAction.RESTART, cid)
 
     def restored(self) -> None:
-        """A restore went through (a checkpoint completed since): count afresh."""
-        self._repeats.clear()
+        """A restore went through (a task failed later): count afresh."""
+        self._attempts.clear()

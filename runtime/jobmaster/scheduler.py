@@ -455,7 +455,8 @@ class JobScheduler:
             decision = self.restore_failures.decide(
                 failure, [c.checkpoint_id for c in self.coordinator.store.all()],
                 own=self._checkpoint_to_restore() is not self.initial_checkpoint,
-                commits_on_complete=self.commits_on_complete)
+                commits_on_complete=self.commits_on_complete,
+                attempt=self.attempts.get(subtask, -1) if subtask is not None else -1)
             if decision.action is RestoreAction.FAIL_JOB:
                 log.error("flowray: job %r: %s", self.job_name, decision.message)
                 self.coordinator.tasks_not_running(deployed)
