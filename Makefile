@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/state_backends.py
 	$(PY) benchmarks/spark_pipeline.py
 	$(PY) benchmarks/windows.py
+	$(PY) benchmarks/savepoints.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
