@@ -38,6 +38,8 @@ __all__ = [
     "CHANNEL_CREDITS",
     "DEPLOY_TIMEOUT",
     "EXECUTION_TARGET",
+    "ATTACHED",
+    "JOB_STORE_EXPIRATION",
     "PROGRESS_INTERVAL",
     "CHECKPOINTING_INTERVAL",
     "CHECKPOINTING_MODE",
@@ -183,6 +185,43 @@ EXECUTION_TARGET = register_option(
     "driver; for tests and debugging).",
     choices=("ray", "local"),
 )
+
+ATTACHED = register_option(
+    "execution.attached",
+    parse_bool,
+    True,
+    "Whether execute() waits for the job (true) or returns once its job master runs, "
+    "leaving the job to the Ray cluster (false; `flowray run -d`). A detached job needs a "
+    "running Ray cluster (ray.address, RAY_ADDRESS, or the local one of `ray start --head`); "
+    "its print() sinks print in the tasks' own output and collect is not available.",
+)
+
+
+def _seconds_or_duration(value: Any) -> float:
+    """Seconds: a bare number is seconds, as Flink's ``jobstore.expiration-time`` was;
+    ``"10 min"`` style durations work too.
+
+    >>> _seconds_or_duration(3600), _seconds_or_duration("90"), _seconds_or_duration("2 min")
+    (3600, 90, 120)
+    """
+    if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+        value = float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = parse_duration_ms(value * 1000) / 1000
+    else:
+        seconds = parse_duration_ms(value) / 1000
+    return int(seconds) if float(seconds).is_integer() else seconds
+
+
+JOB_STORE_EXPIRATION = register_option(
+    "jobstore.expiration-time",
+    _seconds_or_duration,
+    3600,
+    "How long (seconds, or a duration such as '10 min') the job master of a detached job "
+    "stays after the job ended, so `flowray list -a` / `flowray info` and re-attached "
+    "clients can read its outcome; then its actor exits.",
+)
+
 
 PROGRESS_INTERVAL = register_option(
     "flowray.progress-interval",

@@ -7,15 +7,26 @@ program through :mod:`flowray.datastream.extensions`.
 ...     Configuration().set_string("execution.target", "local"))
 >>> env.from_collection([1, 2, 3]).map(lambda x: x + 1).execute_and_collect(limit=3)
 [2, 3, 4]
+
+Under the ``flowray`` command line (``flowray run [-d] [-p N] [-s PATH] [-D k=v] script.py``)
+the client's settings reach the program as Flink's do: ``get_execution_environment()``
+starts from the configuration the CLI passes in the environment variable
+``FLOWRAY_CLIENT_CONFIG`` (a JSON object of Flink keys), and what the program sets itself
+(a configuration given here, ``set_parallelism``...) takes precedence. With
+``execution.attached=false`` (``flowray run -d``) ``execute()`` returns once the job's master
+runs, printing the job id; the job runs on in the Ray cluster after the program exits.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from flowray.common.configuration import Configuration
+from flowray.common.configuration import Configuration, ConfigurationError
 from flowray.common.options import (
+    ATTACHED,
     CHECKPOINTING_INTERVAL,
     EXECUTION_TARGET,
     MAX_PARALLELISM,
@@ -31,7 +42,11 @@ from flowray.datastream.data_stream import DataStream
 from flowray.datastream.execution_mode import RuntimeExecutionMode
 from flowray.datastream.extensions import program_runners
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
-from flowray.runtime.execution.client import JobClient, JobExecutionResult
+from flowray.runtime.execution.client import (
+    DetachedJobExecutionResult,
+    JobClient,
+    JobExecutionResult,
+)
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob, prepare_job
 from flowray.runtime.graph.job_graph import build_job_graph
 from flowray.runtime.graph.stream_graph import build_stream_graph
@@ -43,9 +58,38 @@ from flowray.state.state_backend import StateBackend
 
 log = logging.getLogger(__name__)
 
-__all__ = ["StreamExecutionEnvironment"]
+__all__ = ["StreamExecutionEnvironment", "CLIENT_CONFIG_ENV", "client_configuration"]
 
 DEFAULT_JOB_NAME = "Flink Streaming Job"
+
+#: the environment variable through which ``flowray run`` hands its settings to the program
+CLIENT_CONFIG_ENV = "FLOWRAY_CLIENT_CONFIG"
+
+
+def client_configuration() -> Optional[Configuration]:
+    """The settings ``flowray run`` passed to this program (``FLOWRAY_CLIENT_CONFIG``), or
+    ``None`` when it was not started by the CLI.
+
+    >>> os.environ[CLIENT_CONFIG_ENV] = '{"parallelism.default": "3"}'
+    >>> client_configuration().get_integer("parallelism.default")
+    3
+    >>> del os.environ[CLIENT_CONFIG_ENV]
+    >>> client_configuration() is None
+    True
+    """
+    text = os.environ.get(CLIENT_CONFIG_ENV)
+    if not text:
+        return None
+    try:
+        values = json.loads(text)
+    except ValueError as e:
+        raise ConfigurationError(f"{CLIENT_CONFIG_ENV} is not a JSON object: {e}") from None
+    if not isinstance(values, dict):
+        raise ConfigurationError(f"{CLIENT_CONFIG_ENV} is not a JSON object: {text[:80]!r}")
+    conf = Configuration()
+    for key, value in values.items():
+        conf.set_string(key, value)
+    return conf
 
 
 class StreamExecutionEnvironment:
@@ -66,7 +110,14 @@ class StreamExecutionEnvironment:
     def get_execution_environment(
         configuration: Optional[Configuration] = None,
     ) -> "StreamExecutionEnvironment":
-        return StreamExecutionEnvironment(configuration)
+        """The program's environment: under ``flowray run`` it starts from the CLI's
+        settings (see the module docstring), which ``configuration`` overrides."""
+        client = client_configuration()
+        if client is None:
+            return StreamExecutionEnvironment(configuration)
+        if configuration is not None:
+            client.add_all(configuration)
+        return StreamExecutionEnvironment(client)
 
     # -- settings ----------------------------------------------------------------------
     def get_configuration(self) -> Configuration:
@@ -206,6 +257,10 @@ class StreamExecutionEnvironment:
         if self._executor is not None:
             return self._executor
         if self._config.get(EXECUTION_TARGET) == "local":
+            if not self._config.get(ATTACHED):
+                raise ConfigurationError(
+                    "execution.attached=false needs execution.target=ray: the local "
+                    "executor runs the job in this process")
             from flowray.runtime.execution.local_executor import LocalExecutor
 
             return LocalExecutor()
@@ -240,6 +295,10 @@ class StreamExecutionEnvironment:
         client = self._make_executor().submit(job)
         for fn in hooks:
             client.on_outcome(fn.finish_on_driver)
+        if getattr(client, "detached", False):
+            # as Flink's client; `flowray run -d` shows it to the user
+            print(f"Job has been submitted with JobID {client.get_job_id()} "
+                  f"(name {client.get_job_name()!r})", flush=True)
         return client
 
     def extension_state(self, key: str, factory: Callable[[], Any]) -> Any:
@@ -249,9 +308,16 @@ class StreamExecutionEnvironment:
             self._extension_states[key] = factory()
         return self._extension_states[key]
 
-    def execute(self, job_name: Optional[str] = None) -> JobExecutionResult:
-        """Run the job and wait for it; raises :class:`JobExecutionError` if it fails."""
-        return self.execute_async(job_name).wait()
+    def execute(
+        self, job_name: Optional[str] = None
+    ) -> "JobExecutionResult | DetachedJobExecutionResult":
+        """Run the job and wait for it; raises :class:`JobExecutionError` if it fails.
+        Detached (``execution.attached=false``): return once the job runs, with a
+        :class:`DetachedJobExecutionResult` (its id); the job outlives this process."""
+        client = self.execute_async(job_name)
+        if getattr(client, "detached", False):
+            return DetachedJobExecutionResult(client.get_job_id(), client.get_job_name())
+        return client.wait()
 
     def get_execution_plan(self) -> str:
         """The chained job graph as text: one line per task, with its inputs."""

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "JobExecutionError",
     "JobExecutionResult",
+    "DetachedJobExecutionResult",
     "JobHandle",
     "JobClient",
     "SavepointError",
@@ -106,6 +107,48 @@ class JobExecutionResult:
         return f"JobExecutionResult({self.summary()})"
 
 
+class DetachedJobExecutionResult:
+    """What ``execute()`` returns for a detached job (``execution.attached=false``), as
+    Flink's: the job id and name; the job runs on in the cluster, so nothing about its
+    execution is known here (``flowray info JOB`` tells, or a client re-attached with
+    :func:`flowray.runtime.execution.jobs.attach`).
+
+    >>> r = DetachedJobExecutionResult("4f2a9c", "wordcount")
+    >>> r.get_job_id(), r.job_name, r.is_job_execution_result()
+    ('4f2a9c', 'wordcount', False)
+    >>> r.get_net_runtime()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: job 'wordcount' (4f2a9c) was submitted detached: its results are not available here (flowray info 4f2a9c)
+    """
+
+    def __init__(self, job_id: str, job_name: str) -> None:
+        self._job_id = job_id
+        self.job_name = job_name
+
+    def get_job_id(self) -> str:
+        return self._job_id
+
+    def is_job_execution_result(self) -> bool:
+        return False
+
+    def _unavailable(self) -> RuntimeError:
+        return RuntimeError(f"job {self.job_name!r} ({self._job_id}) was submitted detached: "
+                            f"its results are not available here (flowray info {self._job_id})")
+
+    def get_net_runtime(self) -> int:
+        raise self._unavailable()
+
+    def get_checkpoint_stats(self) -> Dict[str, Any]:
+        raise self._unavailable()
+
+    def summary(self) -> str:
+        return f"job {self.job_name!r} submitted detached with job id {self._job_id}"
+
+    def __repr__(self) -> str:
+        return f"DetachedJobExecutionResult({self._job_id!r}, {self.job_name!r})"
+
+
 class SavepointError(RuntimeError):
     """A savepoint could not be taken (the message says why); the job runs on, or, if a
     stop-with-savepoint failed after its sources stopped, fails over and runs on."""
@@ -133,6 +176,12 @@ class JobHandle:
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {}
 
+    def info(self) -> Dict[str, Any]:
+        """Job id, name, status, start time, vertices with their parallelism, latest
+        checkpoint and savepoint (see ``JobMaster.info``)."""
+        return {"job_id": self.job_id, "job_name": self.job_name,
+                "status": self.status().value}
+
     def savepoint(self, target_dir: Optional[str], stop: bool, drain: bool,
                   timeout_s: Optional[float]) -> "tuple[Optional[str], Optional[str]]":
         """Take a savepoint (``stop``: and stop the job); ``(directory, None)`` or
@@ -156,7 +205,11 @@ class JobClient:
         handle: JobHandle,
         endpoints: List["DriverEndpoint"],
         progress_interval_ms: int = 10_000,
+        detached: bool = False,
     ) -> None:
+        #: the job runs detached from this process (``execution.attached=false``, or a
+        #: client re-attached to a running job): ending this process leaves it running
+        self.detached = detached
         self._handle = handle
         self._endpoints = endpoints
         self._progress_interval_s = progress_interval_ms / 1000.0
@@ -172,6 +225,14 @@ class JobClient:
 
     def get_job_id(self) -> str:
         return self._handle.job_id
+
+    def get_job_name(self) -> str:
+        return self._handle.job_name
+
+    def get_job_info(self) -> Dict[str, Any]:
+        """Job id, name, status, start time (``start_ms``), vertices with their
+        parallelism, latest checkpoint and savepoint, restarts, failure."""
+        return self._handle.info()
 
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> name of the Ray actor running it in the current attempt (empty

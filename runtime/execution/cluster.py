@@ -1,5 +1,12 @@
 """Finding or starting Ray: the driver's Ray, a cluster named by ``ray.address`` /
-``RAY_ADDRESS``, or an embedded local Ray sized to the machine. Quiet by default."""
+``RAY_ADDRESS``, or an embedded local Ray sized to the machine. Quiet by default.
+
+An embedded Ray ends with the process that started it, so what must outlive the process
+(a detached job, ``execution.attached=false``) and the ``flowray`` command line join a
+running cluster instead: the one named, or else the local one ``ray start --head``
+started (``ray.init(address="auto")``); with none running they fail with
+:class:`NoRayClusterError`, which says how to start one.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +17,82 @@ from typing import Optional
 from flowray.common.options import RAY_ADDRESS
 from flowray.common.configuration import Configuration
 
-__all__ = ["ensure_ray", "NAMESPACE"]
+__all__ = ["ensure_ray", "connect_cluster", "NoRayClusterError", "NAMESPACE"]
 
 NAMESPACE = "flowray"
 
 
-def ensure_ray(config: Configuration) -> None:
+class NoRayClusterError(ConnectionError):
+    """No running Ray cluster to join (a detached job and the CLI need one)."""
+
+
+def _quiet() -> dict:
+    for name in ("ray", "ray.data", "ray._private", "ray.util"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                namespace=NAMESPACE)
+
+
+def ensure_ray(config: Configuration, cluster_required: bool = False) -> None:
+    """Join Ray as configured unless this process already did; with no address configured
+    start an embedded local Ray, or (``cluster_required``) join the local cluster."""
     import ray
 
     if ray.is_initialized():
         return
     address: Optional[str] = config.get(RAY_ADDRESS) or os.environ.get("RAY_ADDRESS")
-    for name in ("ray", "ray.data", "ray._private", "ray.util"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    kwargs = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
-                  namespace=NAMESPACE)
+    if cluster_required:
+        connect_cluster(address)
+        return
+    kwargs = _quiet()
     if address:
         ray.init(address=address, **kwargs)
     else:
         ray.init(**kwargs)
+
+
+def connect_cluster(address: Optional[str] = None) -> None:
+    """Join the running Ray cluster at ``address`` (default: ``RAY_ADDRESS``, else the
+    local one); :class:`NoRayClusterError` if there is none."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _check_reachable(address)
+    try:
+        ray.init(address=address, **_quiet())
+    except ConnectionError as e:
+        where = "on this machine" if address == "auto" else f"at {address}"
+        raise NoRayClusterError(
+            f"no running Ray cluster {where}: start one with `ray start --head` (then "
+            f"use --address/RAY_ADDRESS if it is elsewhere) [{_first_line(e)}]") from None
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once when nothing listens at ``host:port`` (Ray would retry for minutes).
+
+    >>> _check_reachable("127.0.0.1:1")
+    Traceback (most recent call last):
+    ...
+    flowray.runtime.execution.cluster.NoRayClusterError: no running Ray cluster at 127.0.0.1:1: start one with `ray start --head` (then use --address/RAY_ADDRESS if it is elsewhere) [Connection refused]
+    """
+    import socket
+
+    if "://" in address or ":" not in address:  # "auto", ray://..., or no port given
+        return
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise NoRayClusterError(
+            f"no running Ray cluster at {address}: start one with `ray start --head` (then "
+            f"use --address/RAY_ADDRESS if it is elsewhere) [{reason}]") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

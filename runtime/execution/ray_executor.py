@@ -3,11 +3,22 @@
 Ray carries the control plane (deploy, exchange addresses, watch, cancel); records travel
 on direct socket connections (:mod:`flowray.runtime.network.socket_transport`). Both actors ask for
 ``num_cpus=0`` so a dozen tasks and a Spark executor fit on two cores.
+
+The job master's loop runs in a thread of its own, started by :meth:`JobMaster.start`
+(or :meth:`JobMaster.run`, which then waits for the outcome): nothing depends on the
+driver's call staying in flight. An attached job's master belongs to its driver, which
+kills it once it has the outcome. A detached job's master (``execution.attached=false``)
+is a detached named actor: it outlives the process that submitted it, anyone can reach it
+by name (:mod:`flowray.runtime.execution.jobs`), and once the job has ended it stays
+``jobstore.expiration-time`` so that its outcome can be read, then ends its own actor.
+In a detached job ``print()`` sinks print in the tasks' own stdout (their Ray worker log,
+as Flink's TaskManagers write a ``.out`` file), since no driver receives them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import re
 import threading
@@ -20,7 +31,8 @@ import cloudpickle
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from flowray.runtime.network.channel import ChannelReader, ChannelWriter, InputGate
+from flowray.runtime.network.channel import ChannelReader, ChannelStats, ChannelWriter, InputGate
+from flowray.runtime.network.elements import RecordBatch
 from flowray.runtime.execution.client import (
     DriverConnections,
     DriverEndpoint,
@@ -33,10 +45,13 @@ from flowray.runtime.execution.cluster import NAMESPACE, ensure_ray
 from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.common.options import (
+    ATTACHED,
     CHANNEL_CREDITS,
     DEPLOY_TIMEOUT,
     JOB_MASTER_MAX_RESTARTS,
+    JOB_STORE_EXPIRATION,
     PROGRESS_INTERVAL,
+    SAVEPOINTS_DIR,
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
@@ -101,8 +116,37 @@ class _SocketTaskEnvironment(TaskEnvironment):
         return readers, SocketInputGate()
 
     def open_driver_channel(self, endpoint_id: str, channel_id: str) -> ChannelWriter:
-        return connect_channel(self.driver_addresses[endpoint_id], channel_id, self.credits,
-                               self.node_id, self.timeout_s)
+        address = self.driver_addresses[endpoint_id]
+        if address.get("stdout"):  # a detached job: no driver to send records to
+            return _StdoutWriter(channel_id)
+        return connect_channel(address, channel_id, self.credits, self.node_id,
+                               self.timeout_s)
+
+
+class _StdoutWriter(ChannelWriter):
+    """A detached job's ``print()``: each record's line goes to this task's own stdout
+    (the Ray worker's log), as a Flink TaskManager prints into its ``.out`` file."""
+
+    def __init__(self, channel_id: str) -> None:
+        import sys
+
+        self.channel_id = channel_id
+        self.credits = 1
+        self.stats = ChannelStats()
+        self._out = sys.stdout
+
+    def write(self, frame: Any) -> None:
+        if type(frame) is RecordBatch and frame.records:
+            self._out.write("".join(f"{r}\n" for r in frame.records))
+            self._out.flush()
+            self.stats.frames += 1
+            self.stats.records += len(frame.records)
+
+    def in_flight(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
 
 
 class _RayResponder(CheckpointResponder):
@@ -258,11 +302,19 @@ class JobMaster(TaskDeployer):
     (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
     def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
-                 name_prefix: str) -> None:
+                 name_prefix: str, detached: bool = False,
+                 submitted_ms: Optional[int] = None) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
         self.job = job
         self.name_prefix = name_prefix
+        self.detached = detached
+        self.submitted_ms = submitted_ms if submitted_ms is not None else int(time.time() * 1000)
+        self.ended_ms: Optional[int] = None
+        self._loop_thread: Optional[threading.Thread] = None
+        self._loop_started = threading.Lock()
+        self._loop_done = threading.Event()
+        self._outcome: Optional[JobOutcome] = None
         self.driver_addresses = driver_addresses
         self.eg = job.execution_graph()
         self.actors: Dict[SubtaskId, Any] = {}
@@ -277,6 +329,8 @@ class JobMaster(TaskDeployer):
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        if self.reconstructed:  # nobody else may be there to start it (a detached job)
+            self._ensure_loop()
 
     def _recover(self) -> None:
         """A restarted master resumes from the retained checkpoints (or fails the job
@@ -285,7 +339,56 @@ class JobMaster(TaskDeployer):
         self.scheduler.recover(first_attempt=int(time.time() * 1000))
 
     # -- the loop ----------------------------------------------------------------------
+    def start(self) -> str:
+        """Start the job (once; later calls do nothing) and return its status: the loop
+        runs in a thread of this actor, whoever called."""
+        self._ensure_loop()
+        return self.scheduler.status.value
+
     def run(self) -> JobOutcome:
+        """Start the job if not started, and wait for its outcome."""
+        self._ensure_loop()
+        self._loop_done.wait()
+        assert self._outcome is not None
+        return self._outcome
+
+    def await_outcome(self, timeout_s: float) -> Optional[JobOutcome]:
+        """The outcome once the job has ended; ``None`` if it still runs after
+        ``timeout_s`` (re-attached clients poll this: no call waits unbounded)."""
+        self._loop_done.wait(timeout_s)
+        return self._outcome
+
+    def _ensure_loop(self) -> None:
+        with self._loop_started:
+            if self._loop_thread is None:
+                self._loop_thread = threading.Thread(target=self._loop_thread_main,
+                                                     name="flowray-jobmaster", daemon=True)
+                self._loop_thread.start()
+
+    def _loop_thread_main(self) -> None:
+        try:
+            outcome = self._loop()
+        except BaseException as e:  # noqa: BLE001 - never leave a waiter without an answer
+            log.exception("flowray: job master loop ended with an error")
+            outcome = JobOutcome(self.job.job_id, self.job.job_name, JobStatus.FAILED,
+                                 0.0, TaskFailure("JobMaster", None, type(e).__name__, str(e),
+                                                  traceback.format_exc(), False))
+        self._outcome = outcome
+        self.ended_ms = int(time.time() * 1000)
+        self._loop_done.set()
+        if self.detached:
+            self._expire()
+
+    def _expire(self) -> None:
+        """A detached master stays ``jobstore.expiration-time`` after its job ended (its
+        outcome can be read, ``flowray list -a`` shows it), then ends its own actor (no
+        restart: the job is over)."""
+        time.sleep(Configuration(self.job.config).get(JOB_STORE_EXPIRATION))
+        log.info("flowray: job %s (%s) expired from the job store; its master exits",
+                 self.job.job_id, self.job.job_name)
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+    def _loop(self) -> JobOutcome:
         sched = self.scheduler
         self.me = ray.get_runtime_context().current_actor
         try:
@@ -461,6 +564,46 @@ class JobMaster(TaskDeployer):
     def status(self) -> str:
         return self.scheduler.status.value
 
+    def info(self) -> Dict[str, Any]:
+        """What ``flowray info`` / ``flowray list`` show: ids, status, times, the tasks
+        with their parallelism, and the latest checkpoint and savepoint."""
+        with self._lock:
+            sched = self.scheduler
+            status = (self._outcome.status if self._outcome is not None else sched.status)
+            history = sched.stats.history()
+            counts = sched.stats.counts()
+            restarts = sched.restarts
+            failure = sched.failure.describe() if sched.failure is not None else None
+            if self._outcome is not None and self._outcome.failure is not None:
+                failure = self._outcome.failure.describe()
+
+        def latest(savepoint: bool) -> Optional[Dict[str, Any]]:
+            for r in reversed(history):
+                if r["status"] == "COMPLETED" and bool(r["is_savepoint"]) == savepoint:
+                    path = r.get("external_path") or ""
+                    if path.endswith("/_metadata"):
+                        path = path[:-len("/_metadata")]
+                    found = {"id": r["checkpoint_id"], "path": path,
+                             "completed_ms": r.get("end_ms"), "size": r.get("state_size", 0)}
+                    if self._outcome is not None and path and "://" not in path:
+                        # an ended job's checkpoints may be gone (retention)
+                        found["exists"] = os.path.exists(path)
+                    return found
+            return None
+        vertices = [{"name": v.name, "parallelism": v.parallelism,
+                     "max_parallelism": v.max_parallelism}
+                    for v in self.job.job_graph.topological_order()]
+        return {"job_id": self.job.job_id, "job_name": self.job.job_name,
+                "name": self.name_prefix, "status": status.value,
+                "detached": self.detached, "start_ms": self.submitted_ms,
+                "end_ms": self.ended_ms, "vertices": vertices,
+                "parallelism": max((v["parallelism"] for v in vertices), default=0),
+                "checkpoints": counts, "restarts": restarts,
+                "job_master_restarts": sched.job_master_restarts,
+                "latest_checkpoint": latest(False), "latest_savepoint": latest(True),
+                "savepoints_dir": Configuration(self.job.config).get(SAVEPOINTS_DIR),
+                "failure": failure}
+
     def checkpoint_stats(self) -> Dict[str, Any]:
         with self._lock:
             return self.scheduler.checkpoint_stats()
@@ -490,14 +633,24 @@ class JobMaster(TaskDeployer):
 
 
 class _RayJobHandle(JobHandle):
-    def __init__(self, job: PreparedJob, master: Any, ref: Any,
-                 listeners: List[SocketListener], master_name: str) -> None:
-        self.job_id = job.job_id
-        self.job_name = job.job_name
+    """A client's way to its job master. ``ref`` is the driver's ``run`` call of an
+    attached job, whose master the handle owns (``release`` kills it); without one (a
+    detached job, or a client re-attached from another process, see
+    :func:`flowray.runtime.execution.jobs.attach`) the handle polls
+    ``await_outcome`` and leaves the master alone."""
+
+    OUTCOME_POLL_S = 30.0
+
+    def __init__(self, job_id: str, job_name: str, master: Any, ref: Any,
+                 listeners: List[SocketListener], master_name: str,
+                 owns_master: bool = True) -> None:
+        self.job_id = job_id
+        self.job_name = job_name
         self.master = master
         self.ref = ref
         self.listeners = listeners
         self.master_name = master_name
+        self.owns_master = owns_master
         self._outcome: Optional[JobOutcome] = None
 
     def status(self) -> JobStatus:
@@ -514,6 +667,8 @@ class _RayJobHandle(JobHandle):
     def outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
         if self._outcome is not None:
             return self._outcome
+        if self.ref is None:
+            return self._poll_outcome(timeout_s)
         ready, _ = ray.wait([self.ref], timeout=timeout_s)
         if not ready:
             return None
@@ -525,6 +680,33 @@ class _RayJobHandle(JobHandle):
                                        TaskFailure("JobMaster", None, type(e).__name__, str(e),
                                                    str(e), False))
         return self._outcome
+
+    def _poll_outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            step = self.OUTCOME_POLL_S if deadline is None else \
+                max(0.0, min(self.OUTCOME_POLL_S, deadline - time.monotonic()))
+            try:
+                outcome = ray.get(self.master.await_outcome.remote(step), timeout=step + 30)
+            except (RayActorError, RayTaskError, GetTimeoutError) as e:
+                if isinstance(e, GetTimeoutError) and (deadline is None
+                                                       or time.monotonic() < deadline):
+                    continue
+                if isinstance(e, GetTimeoutError):
+                    return None
+                self._outcome = JobOutcome(
+                    self.job_id, self.job_name, JobStatus.FAILED, 0.0,
+                    TaskFailure("JobMaster", None, type(e).__name__,
+                                f"the job master is gone: {e}", str(e), False))
+                return self._outcome
+            if outcome is not None:
+                self._outcome = outcome
+                return outcome
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+
+    def info(self) -> Dict[str, Any]:
+        return ray.get(self.master.info.remote(), timeout=30)
 
     def progress(self) -> Dict[str, Any]:
         return ray.get(self.master.progress.remote(), timeout=10)
@@ -544,11 +726,12 @@ class _RayJobHandle(JobHandle):
         return tuple(ray.get(self.master.checkpoint.remote(timeout_s)))
 
     def release(self) -> None:
-        try:
-            ray.kill(self.master, no_restart=True)
-        except Exception:
-            pass
-        _wait_name_free(self.master_name)
+        if self.owns_master:
+            try:
+                ray.kill(self.master, no_restart=True)
+            except Exception:
+                pass
+            _wait_name_free(self.master_name)
         for listener in self.listeners:
             listener.close()
 
@@ -610,13 +793,22 @@ class RayExecutor(JobExecutor):
 
     def submit(self, job: PreparedJob) -> JobClient:
         config = Configuration(job.config)
-        ensure_ray(config)
+        detached = not config.get(ATTACHED)
+        if detached:
+            collects = [eid for eid, (mode, _) in job.driver_sinks.items() if mode == "collect"]
+            if collects:
+                raise ValueError(
+                    "a detached job (execution.attached=false) cannot collect records to "
+                    "the driver: there is none once it exits; write to a sink instead")
+        ensure_ray(config, cluster_required=detached)
         listeners: List[SocketListener] = []
         endpoints: List[DriverEndpoint] = []
         driver_addresses: Dict[str, Dict[str, Any]] = {}
-        if job.driver_sinks:
+        if detached:  # print() sinks print in the tasks' own stdout
+            driver_addresses = {eid: {"stdout": True} for eid in job.driver_sinks}
+        elif job.driver_sinks:
             node_id, ip = _node()
-        for eid, (mode, chans) in job.driver_sinks.items():
+        for eid, (mode, chans) in (job.driver_sinks.items() if not detached else ()):
             listener = SocketListener(node_id, ip)  # one per driver sink
             listeners.append(listener)
             driver_addresses[eid] = listener.address()
@@ -635,13 +827,22 @@ class RayExecutor(JobExecutor):
         # a restartable master reads the job from checkpoint storage: Ray may lose large
         # constructor arguments of a restarted actor (ray#53727)
         job_arg = StoredJob.save(job.config, job.job_id, job_bytes) if restarts else job_bytes
-        master = JobMaster.options(name=name, namespace=NAMESPACE, max_restarts=restarts,
-                                   max_task_retries=-1 if restarts else 0).remote(
-            job_arg, driver_addresses, prefix)
+        options: Dict[str, Any] = dict(name=name, namespace=NAMESPACE, max_restarts=restarts,
+                                       max_task_retries=-1 if restarts else 0)
+        if detached:  # outlives the submitting process; ends itself after the job
+            options["lifetime"] = "detached"
+        master = JobMaster.options(**options).remote(
+            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000))
         for ep in endpoints:
             ep.start()
-        ref = master.run.remote()
-        handle = _RayJobHandle(job, master, ref, listeners, name)
-        client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL))
+        if detached:
+            # returns once the master runs the job's loop, in a thread of its own
+            ray.get(master.start.remote())
+            handle = _RayJobHandle(job.job_id, job.job_name, master, None, listeners, name,
+                                   owns_master=False)
+        else:
+            ref = master.run.remote()
+            handle = _RayJobHandle(job.job_id, job.job_name, master, ref, listeners, name)
+        client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL), detached=detached)
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client

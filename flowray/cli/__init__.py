@@ -1,0 +1,339 @@
+"""The ``flowray`` command line, as Flink's ``flink`` CLI: run a program (attached or
+detached), and list, inspect, savepoint, stop and cancel jobs on a Ray cluster.
+
+::
+
+    flowray run [-d] [-p N] [-s SAVEPOINT] [-n] [-D key=value ...] script.py [args...]
+    flowray list [-a]
+    flowray info JOB
+    flowray checkpoints JOB [-n LIMIT]
+    flowray savepoint JOB [DIR]
+    flowray stop JOB [--savepoint-path DIR] [--drain]
+    flowray cancel JOB
+
+``JOB`` is a job id (or a prefix of at least 4 characters), or a job's name. Every
+command takes ``--address`` (default ``RAY_ADDRESS``, else the local cluster that
+``ray start --head`` started). Errors end the command with one line and exit code 1.
+
+``flowray run`` runs ``script.py`` with this Python, handing it the settings
+(``-p`` -> ``parallelism.default``, ``-s`` -> ``execution.savepoint.path``, ``-n`` ->
+``execution.savepoint.ignore-unclaimed-state``, ``-d`` -> ``execution.attached=false``,
+``-D`` pairs as they are, ``--address`` -> ``ray.address``) through the environment: the
+program's ``StreamExecutionEnvironment.get_execution_environment()`` starts from them.
+Detached, the program returns once its job runs and prints the job id; the job stays
+in the cluster.
+
+Ray is imported only by the commands that talk to a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import click
+
+from flowray.cli.tables import ENDED, format_job_info, format_job_list
+
+__all__ = ["main", "parse_properties", "client_settings"]
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class CliError(click.ClickException):
+    """One line on stderr (``flowray: error: ...``), exit code 1."""
+
+    def __init__(self, message: Any) -> None:
+        text = str(message).strip() or type(message).__name__
+        super().__init__(text.splitlines()[0])
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"flowray: error: {self.format_message()}", file=file or sys.stderr)
+
+
+# -- settings for `run` (pure) ---------------------------------------------------------------
+def parse_properties(pairs: Sequence[str]) -> Dict[str, str]:
+    """``-D key=value`` pairs as a dict (a later pair wins), each key and value checked as
+    a flowray configuration setting.
+
+    >>> parse_properties(["parallelism.default=2", "state.checkpoints.dir=/tmp/ck=1"])
+    {'parallelism.default': '2', 'state.checkpoints.dir': '/tmp/ck=1'}
+    >>> parse_properties(["parallelism.default"])
+    Traceback (most recent call last):
+    ...
+    flowray.cli.CliError: -D expects KEY=VALUE, got 'parallelism.default'
+    """
+    from flowray.common.configuration import Configuration, ConfigurationError
+
+    out: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CliError(f"-D expects KEY=VALUE, got {pair!r}")
+        try:
+            Configuration().set_string(key, value)
+        except ConfigurationError as e:
+            raise CliError(e) from None
+        out[key] = value
+    return out
+
+
+def client_settings(detached: bool = False, parallelism: Optional[int] = None,
+                    savepoint: Optional[str] = None, allow_non_restored: bool = False,
+                    properties: Sequence[str] = (), address: Optional[str] = None
+                    ) -> Dict[str, str]:
+    """The settings ``flowray run`` hands the program; the options win over ``-D``.
+
+    >>> client_settings(True, 2, None, False, ["pipeline.name=wc"], "10.0.0.1:6379")
+    {'pipeline.name': 'wc', 'parallelism.default': '2', 'execution.attached': 'false', 'ray.address': '10.0.0.1:6379'}
+    >>> client_settings(savepoint="/no/such/savepoint")
+    Traceback (most recent call last):
+    ...
+    flowray.cli.CliError: savepoint path not found: /no/such/savepoint
+    """
+    settings = parse_properties(properties)
+    if parallelism is not None:
+        if parallelism < 1:
+            raise CliError(f"parallelism must be at least 1, got {parallelism}")
+        settings["parallelism.default"] = str(parallelism)
+    if savepoint:
+        if "://" not in savepoint and not os.path.exists(savepoint):
+            raise CliError(f"savepoint path not found: {savepoint}")
+        settings["execution.savepoint.path"] = savepoint
+    if allow_non_restored:
+        settings["execution.savepoint.ignore-unclaimed-state"] = "true"
+    if detached:
+        settings["execution.attached"] = "false"
+    if address:
+        settings["ray.address"] = address
+    return settings
+
+
+# -- talking to the cluster ----------------------------------------------------------------
+def _connect(address: Optional[str]) -> None:
+    import logging
+
+    from flowray.common.logs import configure_logging
+    from flowray.runtime.execution.cluster import NoRayClusterError, connect_cluster
+
+    # the commands say what happened themselves: no job summaries from the client
+    configure_logging().setLevel(logging.ERROR)
+    try:
+        connect_cluster(address)
+    except NoRayClusterError as e:
+        raise CliError(e) from None
+
+
+def _jobs(address: Optional[str]) -> List[Dict[str, Any]]:
+    from flowray.runtime.execution.jobs import list_jobs
+
+    _connect(address)
+    return list_jobs(address)
+
+
+def _find(job: str, address: Optional[str]) -> Tuple[Dict[str, Any], Any]:
+    """The job's info and a client re-attached to it."""
+    from flowray.runtime.execution.jobs import JobNotFoundError, attach, find_job
+
+    jobs = _jobs(address)
+    try:
+        info = find_job(job, jobs)
+        client = attach(info["job_id"], address)
+    except JobNotFoundError as e:
+        raise CliError(e) from None
+    return info, client
+
+
+def _running(info: Dict[str, Any], what: str) -> None:
+    if info.get("status") in ENDED:
+        raise CliError(f"cannot {what}: job {info['job_id']} ({info.get('name')}) has "
+                       f"already ended ({info['status']})")
+
+
+def _savepoint_dir(info: Dict[str, Any], directory: Optional[str], option: str) -> Optional[str]:
+    """``directory`` (absolute if local: the job master works elsewhere), or the job's
+    ``state.savepoints.dir``; an error naming ``option`` if neither is there."""
+    if directory is None:
+        if info.get("savepoints_dir") is None and "savepoints_dir" in info:
+            raise CliError(f"no savepoint directory: pass {option}, or run the job with "
+                           "-D state.savepoints.dir=DIR")
+        return None
+    if "://" in directory:
+        return directory
+    return os.path.abspath(directory)
+
+
+address_option = click.option(
+    "--address", envvar="RAY_ADDRESS", default=None, metavar="ADDRESS",
+    help="Ray cluster to use (default: RAY_ADDRESS, else the local one of `ray start --head`).")
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="flowray", prog_name="flowray")
+def main() -> None:
+    """flowray: run stream processing jobs on Ray and manage them (as Flink's `flink`)."""
+
+
+@main.command(context_settings=dict(CONTEXT, ignore_unknown_options=True,
+                                    allow_interspersed_args=False))
+@click.option("-d", "--detached", is_flag=True,
+              help="Return once the job runs; the job outlives this command.")
+@click.option("-p", "--parallelism", type=int, default=None,
+              help="Default parallelism of the job (parallelism.default).")
+@click.option("-s", "--from-savepoint", "savepoint", metavar="PATH", default=None,
+              help="Start from this savepoint or retained checkpoint (execution.savepoint.path).")
+@click.option("-n", "--allow-non-restored-state", is_flag=True,
+              help="Allow savepoint state that no operator claims.")
+@click.option("-D", "properties", multiple=True, metavar="KEY=VALUE",
+              help="A configuration setting (repeatable), e.g. -D state.checkpoints.dir=/ck.")
+@address_option
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
+        allow_non_restored_state: bool, properties: Tuple[str, ...], address: Optional[str],
+        script: str, args: Tuple[str, ...]) -> None:
+    """Run the program SCRIPT (a Python file) with ARGS.
+
+    Attached (the default), the command ends with the job; detached (-d), once the job
+    runs, printing its id.
+    """
+    from flowray.datastream.stream_execution_environment import CLIENT_CONFIG_ENV
+
+    if not os.path.isfile(script):
+        raise CliError(f"program not found: {script}")
+    settings = client_settings(detached, parallelism, savepoint, allow_non_restored_state,
+                               properties, address)
+    env = dict(os.environ)
+    env[CLIENT_CONFIG_ENV] = json.dumps(settings)
+    cmd = [sys.executable, "-m", "flowray.cli.program", script, *args]
+    try:
+        code = subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+@main.command(name="list", context_settings=CONTEXT)
+@click.option("-a", "--all", "show_all", is_flag=True,
+              help="Also jobs that ended (kept for jobstore.expiration-time).")
+@address_option
+def list_command(show_all: bool, address: Optional[str]) -> None:
+    """List the jobs on the cluster (running ones; -a: all)."""
+    jobs = _jobs(address)
+    if not show_all:
+        jobs = [j for j in jobs if j.get("status") not in ENDED]
+    if not jobs:
+        click.echo("No jobs." if show_all else "No running jobs.")
+        return
+    click.echo(format_job_list(jobs))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@address_option
+def info(job: str, address: Optional[str]) -> None:
+    """Show a job: status, tasks and their parallelism, latest checkpoint and savepoint."""
+    found, _ = _find(job, address)
+    click.echo(format_job_info(found))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many of the newest checkpoints to show.")
+@address_option
+def checkpoints(job: str, limit: int, address: Optional[str]) -> None:
+    """Show a job's checkpoint history."""
+    from flowray.runtime.checkpoint.stats import format_checkpoint_table
+
+    found, client = _find(job, address)
+    stats = client.get_checkpoint_stats()
+    history = stats.get("history") or []
+    if not history:
+        click.echo(f"No checkpoints yet for job {found['job_id']} ({found['name']}).")
+        return
+    click.echo(stats.get("summary") or "")
+    click.echo(format_checkpoint_table(history, limit))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.argument("directory", required=False, metavar="[DIR]")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Give up waiting after this long (the savepoint may still complete).")
+@address_option
+def savepoint(job: str, directory: Optional[str], timeout: Optional[float],
+              address: Optional[str]) -> None:
+    """Take a savepoint of a running job into a new folder under DIR (default: the job's
+    state.savepoints.dir); the job runs on."""
+    from flowray.runtime.execution.client import SavepointError
+
+    found, client = _find(job, address)
+    _running(found, "take a savepoint")
+    target = _savepoint_dir(found, directory, "DIR")
+    click.echo(f"Triggering savepoint for job {found['job_id']} ({found['name']}).")
+    try:
+        path = client.trigger_savepoint(target, timeout_s=timeout)
+    except SavepointError as e:
+        raise CliError(f"savepoint failed: {e}") from None
+    click.echo(f"Savepoint completed. Path: {path}")
+    click.echo("Resume a job from it with: flowray run -s PATH script.py")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option("-p", "--savepoint-path", "directory", metavar="DIR", default=None,
+              help="Where the final savepoint goes (default: the job's state.savepoints.dir).")
+@click.option("-d", "--drain", is_flag=True,
+              help="End the input first, so every window and timer fires.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Give up waiting after this long.")
+@address_option
+def stop(job: str, directory: Optional[str], drain: bool, timeout: Optional[float],
+         address: Optional[str]) -> None:
+    """Stop a job with a final savepoint (sources stop, sinks commit, the job FINISHES)."""
+    from flowray.runtime.execution.client import SavepointError
+
+    found, client = _find(job, address)
+    _running(found, "stop it")
+    target = _savepoint_dir(found, directory, "--savepoint-path DIR")
+    click.echo(f"Suspending job {found['job_id']} ({found['name']})"
+               + (" after draining it." if drain else "."))
+    try:
+        path = client.stop_with_savepoint(target, drain=drain, timeout_s=timeout)
+    except SavepointError as e:
+        raise CliError(f"stop failed: {e}") from None
+    click.echo(f"Savepoint completed. Path: {path}")
+    status = client.get_job_status().value
+    click.echo(f"Job {found['job_id']} ended {status}.")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option("--timeout", type=float, default=120.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for the job to be cancelled.")
+@address_option
+def cancel(job: str, timeout: float, address: Optional[str]) -> None:
+    """Cancel a job (no savepoint; its checkpoints are kept as configured)."""
+    from flowray.runtime.execution.client import JobExecutionError
+
+    found, client = _find(job, address)
+    _running(found, "cancel it")
+    client.cancel()
+    try:
+        status = client.wait(timeout).outcome.status.value
+    except JobExecutionError as e:
+        status = e.outcome.status.value
+    except TimeoutError:
+        raise CliError(f"job {found['job_id']} was not cancelled after {timeout:g} s "
+                       f"(it is {client.get_job_status().value})") from None
+    if status == "CANCELED":
+        click.echo(f"Cancelled job {found['job_id']} ({found['name']}).")
+    else:
+        click.echo(f"Job {found['job_id']} ({found['name']}) ended {status} before the "
+                   "cancellation.")
+

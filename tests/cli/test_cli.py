@@ -1,0 +1,211 @@
+"""The ``flowray`` command line in a real shell, as a new user would use it, against the
+shared local Ray (the commands find it through ``RAY_ADDRESS``, as they would find a
+cluster started with ``ray start --head``).
+
+The job (``hold_job.py``) reads numbers up to a ``HOLD()`` and waits there; every step
+waits for an event (a marker fired in the fault ledger, a status that ``flowray info``
+prints, the committed output), never for time to pass.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import uuid
+from collections import Counter
+
+import pytest
+
+from flowray.testing import TestingSource, TransactionalTestingSink, wait_until
+from tests.cli import hold_job
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(400), pytest.mark.usefixtures("ray_session")]
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold_job.py")
+BIN = os.path.dirname(sys.executable)  # where `pip install` put the `flowray` command
+PART = hold_job.PART
+
+
+@pytest.fixture
+def shell(tmp_path):
+    """Run a command line in bash in a fresh folder, with the venv's commands on PATH and
+    RAY_ADDRESS naming the test's Ray; the jobs a test started are gone afterwards."""
+    import ray
+
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address,
+               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("FLOWRAY_CLIENT_CONFIG", None)
+    cwd = tmp_path / "home"
+    cwd.mkdir()
+    names = []
+
+    def run(command: str, ok: bool = True) -> subprocess.CompletedProcess:
+        p = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=240)
+        if ok:
+            assert p.returncode == 0, f"$ {command}\n{p.stdout}\n{p.stderr}"
+        return p
+
+    run.names = names
+    yield run
+    # a failed test must not leave a detached job running in the shared Ray
+    for actor in ray.util.list_named_actors(all_namespaces=True):
+        if actor["namespace"] == "flowray" and actor["name"].endswith("/jobmaster") and \
+                any(actor["name"].startswith(n) for n in names):
+            try:
+                ray.kill(ray.get_actor(actor["name"], namespace="flowray"), no_restart=True)
+            except ValueError:
+                pass
+
+
+def _submitted_job_id(p: subprocess.CompletedProcess) -> str:
+    m = re.search(r"Job has been submitted with JobID (\w+)", p.stdout)
+    assert m, f"no job id in:\n{p.stdout}\n{p.stderr}"
+    return m.group(1)
+
+
+def _savepoint_path(p: subprocess.CompletedProcess) -> str:
+    m = re.search(r"Savepoint completed\. Path: (\S+)", p.stdout)
+    assert m, f"no savepoint path in:\n{p.stdout}\n{p.stderr}"
+    return m.group(1)
+
+
+def _field(info_text: str, name: str) -> str:
+    m = re.search(rf"^{name}:\s+(.*)$", info_text, re.MULTILINE)
+    assert m, info_text
+    return m.group(1).strip()
+
+
+def _status(shell, job: str) -> str:
+    return _field(shell(f"flowray info {job}").stdout, "Status")
+
+
+def _worker_logs_contain(text: str) -> bool:
+    import ray
+
+    logs = os.path.join(ray._private.worker._global_node.get_session_dir_path(), "logs")
+    for name in os.listdir(logs):
+        if name.startswith("worker-") and name.endswith(".out"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                if text in f.read():
+                    return True
+    return False
+
+
+def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tmp_path, shell):
+    work = tmp_path / "work"
+    name = f"cli-{uuid.uuid4().hex[:6]}"
+    shell.names.append(name)
+    ledger = TestingSource([], ledger_dir=str(work / "ledger"))
+    sink = TransactionalTestingSink(str(work / "out"))
+    holds = hold_job.hold_indices()
+    job_args = f"{shlex.quote(JOB)} {shlex.quote(str(work))} {name}"
+    keep = "-D jobstore.expiration-time=120"  # ended masters leave the shared Ray soon
+
+    # run detached: the command (the submitting process) exits, the job runs on
+    p = shell(f"flowray run -d -p 1 {keep} {job_args}")
+    first = _submitted_job_id(p)
+    wait_until(lambda: holds[0] in ledger.fired_markers(), 120, "the job to reach its HOLD()")
+    listed = shell("flowray list").stdout
+    line = next(ln for ln in listed.splitlines() if ln.startswith(first))
+    assert name in line and "RUNNING" in line and "detached" in line, listed
+    info = shell(f"flowray info {first}").stdout
+    assert _field(info, "Status") == "RUNNING" and _field(info, "Mode") == "detached"
+    assert re.search(r"^\s+Source: numbers.*\s1\s+128$", info, re.MULTILINE), info
+
+    # a savepoint; the job runs on
+    p = shell(f"flowray savepoint {first} {shlex.quote(str(tmp_path / 'savepoints'))}")
+    taken = _savepoint_path(p)
+    assert os.path.isfile(os.path.join(taken, "_metadata")), taken
+    assert _status(shell, first) == "RUNNING"
+    assert _field(shell(f"flowray info {first}").stdout, "Latest savepoint").startswith("#")
+
+    # stop with a savepoint, by the job's name: the job finishes, the first part committed
+    p = shell(f"flowray stop {name} --savepoint-path {shlex.quote(str(tmp_path / 'stopped'))}")
+    stopped = _savepoint_path(p)
+    assert os.path.isfile(os.path.join(stopped, "_metadata")) and stopped != taken
+    assert f"Job {first} ended FINISHED." in p.stdout, p.stdout
+    assert sorted(sink.committed()) == [("n", x) for x in range(PART)]
+    assert _status(shell, first) == "FINISHED"  # the ended master still answers
+
+    # run again from the savepoint at parallelism 2: it goes on past the first HOLD()
+    p = shell(f"flowray run -d -p 2 -s {shlex.quote(stopped)} {keep} {job_args}")
+    second = _submitted_job_id(p)
+    assert second != first
+    wait_until(lambda: holds[1] in ledger.fired_markers(), 120, "the second HOLD()")
+    wait_until(lambda: len(sink.committed()) >= 2 * PART, 120, "the second part committed")
+    info = shell(f"flowray info {second}").stdout
+    assert _field(info, "Status") == "RUNNING", info
+    assert re.search(r"^\s+Source: numbers.*\s2\s+128$", info, re.MULTILINE), info
+    assert _field(info, "Latest checkpoint").startswith("#"), info
+    history = shell(f"flowray checkpoints {second}").stdout
+    assert re.search(r"^\s+id\s+status\s+duration", history, re.MULTILINE), history
+    assert "COMPLETED" in history, history
+    listed = shell("flowray list").stdout
+    assert second in listed and first not in listed, listed  # list: running jobs only
+    everything = shell("flowray list --all").stdout
+    assert first in everything and "FINISHED" in everything, everything
+
+    # cancel
+    p = shell(f"flowray cancel {second}")
+    assert f"Cancelled job {second}" in p.stdout, p.stdout
+    assert _status(shell, second) == "CANCELED"
+    committed = Counter(sink.committed())
+    assert max(committed.values()) == 1, "a record was committed twice"
+    assert sorted(committed) == [("n", x) for x in range(2 * PART)]
+    # print() in a detached job prints in the tasks' own stdout (their Ray worker log)
+    wait_until(lambda: _worker_logs_contain(f"{name}:{PART + 100}"), 60,
+               "the print() lines in the task's log")
+
+
+def test_errors_end_the_command_with_one_line(tmp_path, shell):
+    work = shlex.quote(str(tmp_path / "work"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {
+        "flowray info nosuchjob": "no job 'nosuchjob'",
+        "flowray cancel nosuchjob": "no job 'nosuchjob'",
+        f"flowray run -d -s /no/such/path {JOB} {work} x": "savepoint path not found",
+        f"flowray run -d -s {shlex.quote(str(empty))} {JOB} {work} x":
+            "no savepoint or checkpoint at",
+        f"flowray run -d -p 1000 {JOB} {work} x": "exceeds max parallelism 128",
+        f"flowray run -d -D no.such.key=1 {JOB} {work} x": "unknown configuration key",
+        f"flowray run -d -p 2 -D execution.target=local {JOB} {work} x":
+            "execution.attached=false needs execution.target=ray",
+    }
+    for command, message in cases.items():
+        p = shell(command, ok=False)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1, f"$ {command}\n{p.stdout}\n{p.stderr}"
+        assert lines[0].startswith("flowray") and message in lines[0], lines
+
+
+def test_a_detached_jobs_master_restarts_and_runs_on_with_no_driver(tmp_path, shell):
+    """Nobody waits on a detached job: a restarted job master starts the job's loop
+    itself and resumes from the latest checkpoint."""
+    import ray
+
+    work = tmp_path / "work"
+    name = f"cli-{uuid.uuid4().hex[:6]}"
+    shell.names.append(name)
+    ledger = TestingSource([], ledger_dir=str(work / "ledger"))
+    sink = TransactionalTestingSink(str(work / "out"))
+    holds = hold_job.hold_indices()
+    p = shell(f"flowray run -d -D jobstore.expiration-time=120 "
+              f"{shlex.quote(JOB)} {shlex.quote(str(work))} {name}")
+    job = _submitted_job_id(p)
+    wait_until(lambda: holds[0] in ledger.fired_markers(), 120, "the job to reach its HOLD()")
+    wait_until(lambda: len(sink.committed()) == PART, 120, "the first part committed")
+
+    ray.kill(ray.get_actor(f"{name}/jobmaster", namespace="flowray"), no_restart=False)
+    # the restarted master restores the checkpoint taken at the HOLD() and reads on
+    wait_until(lambda: holds[1] in ledger.fired_markers(), 120, "the second HOLD()")
+    wait_until(lambda: len(sink.committed()) >= 2 * PART, 120, "the second part committed")
+    info = shell(f"flowray info {job}").stdout
+    assert _field(info, "Status") == "RUNNING", info
+    assert _field(info, "Restarts") == "0 (and 1 job master restarts)", info
+    shell(f"flowray cancel {job}")
+    committed = Counter(sink.committed())
+    assert max(committed.values()) == 1, "a record was committed twice"
+    assert sorted(committed) == [("n", x) for x in range(2 * PART)]

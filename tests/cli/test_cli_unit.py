@@ -1,0 +1,286 @@
+"""The ``flowray`` command line without Ray: argument and ``-D`` parsing, what ``run`` hands
+the program, the program runner's one-line errors, the tables, and finding a job by id or
+name (click's ``CliRunner``; the cluster is replaced by a list of job infos)."""
+
+import json
+import os
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import flowray.cli as cli
+from flowray.cli import CliError, client_settings, main, parse_properties
+from flowray.cli import program
+from flowray.cli.tables import format_job_info, format_job_list, format_table
+from flowray.common.configuration import Configuration, ConfigurationError
+from flowray.datastream.stream_execution_environment import (
+    CLIENT_CONFIG_ENV,
+    StreamExecutionEnvironment,
+)
+
+JOBS = [
+    {"job_id": "4f2a9c0d1e2f", "job_name": "wc", "name": "wc", "status": "FINISHED",
+     "detached": True, "start_ms": 1_700_000_000_000, "end_ms": 1_700_000_065_000,
+     "parallelism": 1, "checkpoints": {"completed": 4, "failed": 0, "in_progress": 0},
+     "restarts": 0, "vertices": [{"name": "Source: words", "parallelism": 1,
+                                  "max_parallelism": 128}],
+     "latest_checkpoint": {"id": 4, "path": "/ck/4f2a9c0d1e2f/chk-4", "completed_ms": None,
+                           "exists": False},
+     "latest_savepoint": None, "failure": None, "savepoints_dir": None},
+    {"job_id": "77aa00bb11cc", "job_name": "wc", "name": "wc#2", "status": "RUNNING",
+     "detached": True, "start_ms": 1_700_000_100_000, "end_ms": None, "parallelism": 2,
+     "checkpoints": {"completed": 1}, "restarts": 0, "vertices": [],
+     "latest_checkpoint": None, "latest_savepoint": None, "failure": None,
+     "savepoints_dir": "/savepoints"},
+]
+
+
+# -- -D and the settings for the program -----------------------------------------------------
+def test_properties_are_checked_as_configuration_settings():
+    assert parse_properties(["a.b=1"] * 0) == {}
+    assert parse_properties(["parallelism.default=2", "parallelism.default=3"]) == \
+        {"parallelism.default": "3"}
+    assert parse_properties(["state.checkpoints.dir=s3://b/k=v"]) == \
+        {"state.checkpoints.dir": "s3://b/k=v"}
+    for bad, message in [("novalue", "-D expects KEY=VALUE, got 'novalue'"),
+                         ("=1", "-D expects KEY=VALUE"),
+                         ("no.such.key=1", "unknown configuration key 'no.such.key'"),
+                         ("parallelism.default=two", "invalid value 'two'")]:
+        with pytest.raises(CliError, match=message):
+            parse_properties([bad])
+
+
+def test_client_settings_map_the_options_to_flink_keys(tmp_path):
+    assert client_settings() == {}
+    settings = client_settings(True, 4, str(tmp_path), True,
+                               ["parallelism.default=1", "pipeline.name=x"], "10.0.0.1:6379")
+    assert settings == {"parallelism.default": "4", "pipeline.name": "x",
+                        "execution.savepoint.path": str(tmp_path),
+                        "execution.savepoint.ignore-unclaimed-state": "true",
+                        "execution.attached": "false", "ray.address": "10.0.0.1:6379"}
+    assert client_settings(savepoint="s3://bucket/sp-1") == \
+        {"execution.savepoint.path": "s3://bucket/sp-1"}  # remote paths are the job's to check
+    with pytest.raises(CliError, match="savepoint path not found: /no/such"):
+        client_settings(savepoint="/no/such")
+    with pytest.raises(CliError, match="parallelism must be at least 1"):
+        client_settings(parallelism=0)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """What ``flowray run`` would start: (command, environment) instead of a process."""
+    seen = []
+
+    def fake_call(cmd, env):
+        seen.append((cmd, env))
+        return 7
+    monkeypatch.setattr(cli.subprocess, "call", fake_call)
+    return seen
+
+
+def test_run_starts_the_script_with_this_python_and_the_settings(tmp_path, calls):
+    script = tmp_path / "job.py"
+    script.write_text("")
+    result = CliRunner().invoke(main, ["run", "-d", "-p", "2", "-Dpipeline.name=x",
+                                       "-D", "execution.checkpointing.interval=1 s",
+                                       str(script), "in.txt", "--flag", "-p", "9"])
+    assert result.exit_code == 7, result.output  # the program's exit code
+    [(cmd, env)] = calls
+    assert cmd == [sys.executable, "-m", "flowray.cli.program", str(script),
+                   "in.txt", "--flag", "-p", "9"]  # what follows the script is the script's
+    assert json.loads(env[CLIENT_CONFIG_ENV]) == {
+        "pipeline.name": "x", "execution.checkpointing.interval": "1 s",
+        "parallelism.default": "2", "execution.attached": "false"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-D", "no.such.key=1"], "unknown configuration key 'no.such.key'"),
+    (["-D", "novalue"], "-D expects KEY=VALUE"),
+    (["-p", "0"], "parallelism must be at least 1"),
+    (["-s", "/no/such/savepoint"], "savepoint path not found: /no/such/savepoint"),
+])
+def test_run_rejects_bad_options_in_one_line(tmp_path, calls, args, message):
+    script = tmp_path / "job.py"
+    script.write_text("")
+    result = CliRunner().invoke(main, ["run", *args, str(script)])
+    assert result.exit_code == 1 and not calls
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flowray: error: ") and message in lines[0], \
+        result.stderr
+
+
+def test_run_names_a_missing_program(calls):
+    result = CliRunner().invoke(main, ["run", "no_such_program.py"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "flowray: error: program not found: no_such_program.py"
+
+
+# -- commands against a cluster (replaced by job infos) ------------------------------------
+@pytest.fixture
+def cluster(monkeypatch):
+    monkeypatch.setattr(cli, "_jobs", lambda address: [dict(j) for j in JOBS])
+
+
+def test_list_shows_running_jobs_and_all_with_a(cluster):
+    result = CliRunner().invoke(main, ["list"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["JOB", "ID", "NAME", "STATUS", "START", "TIME", "RUNTIME",
+                                "PARALLELISM", "CHECKPOINTS", "MODE"]
+    assert len(lines) == 2 and lines[1].startswith("77aa00bb11cc  wc#2  RUNNING")
+    result = CliRunner().invoke(main, ["list", "-a"])
+    assert [ln.split()[0] for ln in result.stdout.splitlines()[1:]] == \
+        ["4f2a9c0d1e2f", "77aa00bb11cc"]
+
+
+def test_list_says_when_there_is_no_job(monkeypatch):
+    monkeypatch.setattr(cli, "_jobs", lambda address: [])
+    assert CliRunner().invoke(main, ["list"]).stdout == "No running jobs.\n"
+    assert CliRunner().invoke(main, ["list", "--all"]).stdout == "No jobs.\n"
+
+
+def test_info_finds_a_job_by_id_prefix_or_name(cluster, monkeypatch):
+    import flowray.runtime.execution.jobs as jobs
+
+    monkeypatch.setattr(jobs, "attach", lambda job, address=None: None)
+    for job in ("4f2a9c0d1e2f", "4f2a", "wc#2", "wc"):
+        result = CliRunner().invoke(main, ["info", job])
+        assert result.exit_code == 0, result.output
+    # "wc" names two jobs: the one still running is meant
+    assert "Job ID:            77aa00bb11cc" in result.stdout
+    result = CliRunner().invoke(main, ["info", "nosuchjob"])
+    assert result.exit_code == 1
+    assert result.stderr == ("flowray: error: no job 'nosuchjob' on this Ray cluster "
+                             "(flowray list -a shows every job)\n")
+
+
+def test_savepoint_stop_and_cancel_of_an_ended_job_fail_in_one_line(cluster, monkeypatch):
+    import flowray.runtime.execution.jobs as jobs
+
+    monkeypatch.setattr(jobs, "attach", lambda job, address=None: None)
+    for args in (["savepoint", "4f2a", "/sp"], ["stop", "4f2a"], ["cancel", "4f2a"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1
+        assert result.stderr.count("\n") == 1 and \
+            "job 4f2a9c0d1e2f (wc) has already ended (FINISHED)" in result.stderr, \
+            result.stderr
+
+
+def test_stop_without_a_directory_needs_the_jobs_savepoints_dir(monkeypatch):
+    jobs = [dict(JOBS[1], savepoints_dir=None)]
+    monkeypatch.setattr(cli, "_jobs", lambda address: jobs)
+    import flowray.runtime.execution.jobs as jobs_module
+
+    monkeypatch.setattr(jobs_module, "attach", lambda job, address=None: None)
+    result = CliRunner().invoke(main, ["stop", "wc#2"])
+    assert result.exit_code == 1
+    assert result.stderr == ("flowray: error: no savepoint directory: pass --savepoint-path "
+                             "DIR, or run the job with -D state.savepoints.dir=DIR\n")
+
+
+# -- tables ------------------------------------------------------------------------------------
+def test_tables_line_up():
+    assert format_table(["A", "LONGER"], [["x", 1], ["yyyy", None]]) == \
+        "A     LONGER\nx     1\nyyyy"
+    listed = format_job_list(JOBS, now_ms=1_700_000_200_000).splitlines()
+    column = listed[0].index("NAME")
+    assert listed[1][column:].startswith("wc ") and listed[2][column:].startswith("wc#2 ")
+    assert "1m 05s" in listed[1] and "1m 40s" in listed[2]  # ended: its own runtime
+
+
+def test_info_of_an_ended_job_says_its_checkpoint_is_gone():
+    text = format_job_info(JOBS[0])
+    assert "Latest checkpoint: #4 at /ck/4f2a9c0d1e2f/chk-4 (completed -; deleted since)" \
+        in text
+    assert "Ended:" in text and "Runtime:           1m 05s" in text
+    failed = format_job_info(dict(JOBS[0], status="FAILED",
+                                  failure="ZeroDivisionError in 'map'\ntraceback..."))
+    assert "Failure:           ZeroDivisionError in 'map'" in failed
+    assert "traceback" not in failed
+
+
+# -- the program runner ----------------------------------------------------------------------
+@pytest.fixture
+def runner_env(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("FLOWRAY_TRACEBACK", raising=False)
+    return tmp_path
+
+
+def test_the_program_runs_as_main_with_its_arguments(runner_env, capsys):
+    script = runner_env / "prog.py"
+    (runner_env / "helper.py").write_text("VALUE = 42\n")
+    script.write_text("import sys, helper\n"
+                      "if __name__ == '__main__':\n"
+                      "    print(sys.argv[1:], helper.VALUE)\n")
+    assert program.main([str(script), "a", "-p", "2"]) == 0
+    assert capsys.readouterr().out == "['a', '-p', '2'] 42\n"
+
+
+def test_a_flowray_error_at_submission_is_one_line(runner_env, capsys):
+    script = runner_env / "prog.py"
+    script.write_text("from flowray import StreamExecutionEnvironment\n"
+                      "env = StreamExecutionEnvironment.get_execution_environment()\n"
+                      "env.get_configuration().set_string('no.such.key', '1')\n")
+    assert program.main([str(script)]) == 1
+    err = capsys.readouterr().err
+    assert err == "flowray run: error: unknown configuration key 'no.such.key'\n"
+
+
+def test_the_users_own_errors_keep_their_traceback(runner_env):
+    script = runner_env / "prog.py"
+    script.write_text("raise ValueError('my own bug')\n")
+    with pytest.raises(ValueError, match="my own bug"):
+        program.main([str(script)])
+
+
+def test_the_programs_exit_code_is_kept(runner_env):
+    script = runner_env / "prog.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    assert program.main([str(script)]) == 3
+
+
+# -- the program's environment ---------------------------------------------------------------
+def test_the_environment_starts_from_the_clis_settings(monkeypatch):
+    monkeypatch.setenv(CLIENT_CONFIG_ENV, json.dumps(
+        {"parallelism.default": "3", "pipeline.name": "from-cli",
+         "execution.attached": "false"}))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    assert env.get_parallelism() == 3
+    assert env.get_configuration().get_string("pipeline.name") == "from-cli"
+    # what the program sets itself wins
+    env = StreamExecutionEnvironment.get_execution_environment(
+        Configuration().set_string("pipeline.name", "from-code"))
+    assert env.get_configuration().get_string("pipeline.name") == "from-code"
+    assert env.get_parallelism() == 3
+    assert env.set_parallelism(5).get_parallelism() == 5
+
+
+def test_a_broken_client_configuration_is_named(monkeypatch):
+    monkeypatch.setenv(CLIENT_CONFIG_ENV, "{not json")
+    with pytest.raises(ConfigurationError, match=CLIENT_CONFIG_ENV):
+        StreamExecutionEnvironment.get_execution_environment()
+    monkeypatch.setenv(CLIENT_CONFIG_ENV, json.dumps({"no.such.key": "1"}))
+    with pytest.raises(ConfigurationError, match="no.such.key"):
+        StreamExecutionEnvironment.get_execution_environment()
+
+
+def test_detached_needs_ray_not_the_local_executor(monkeypatch):
+    monkeypatch.delenv(CLIENT_CONFIG_ENV, raising=False)
+    env = StreamExecutionEnvironment.get_execution_environment(
+        Configuration().set_string("execution.target", "local")
+        .set_string("execution.attached", "false"))
+    env.from_collection([1]).print()
+    with pytest.raises(ConfigurationError, match="execution.attached=false needs "
+                                                 "execution.target=ray"):
+        env.execute()
+
+
+def test_python_m_flowray_cli_is_the_command():
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "flowray.cli", "--help"], capture_output=True,
+                       text=True, env=dict(os.environ), timeout=60)
+    assert p.returncode == 0 and "savepoint" in p.stdout and "checkpoints" in p.stdout
