@@ -1,0 +1,410 @@
+"""The job master actor (:class:`JobMaster`): deploys one :class:`TaskActor` per subtask,
+wires the channels, runs the checkpoint coordinator, watches the tasks and restarts them.
+Decisions are :class:`~flowray.runtime.jobmaster.scheduler.JobScheduler`'s; this shell turns
+them into Ray calls and Ray events into scheduler events. See
+:mod:`flowray.runtime.execution.ray_executor` for attached and detached jobs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import cloudpickle
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from flowray.runtime.messages import JobOutcome, JobStatus
+from flowray.common.clock import SystemClock
+from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
+from flowray.common.options import (
+    JOB_STORE_EXPIRATION,
+    SAVEPOINTS_DIR,
+)
+from flowray.common.configuration import Configuration
+from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.execution.executor import PreparedJob
+from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.scheduler import JobScheduler
+from flowray.runtime.messages import TaskFailure, TaskResult
+
+from flowray.runtime.execution.task_actor import TaskActor, actor_name
+
+__all__ = ["JobMaster", "StoredJob", "wait_name_free"]
+
+log = logging.getLogger(__name__)
+
+
+@ray.remote(num_cpus=0, max_concurrency=16)
+class JobMaster(TaskDeployer):
+    """Deploys one TaskActor per subtask, wires the channels, runs the checkpoint
+    coordinator, watches the tasks and restarts them. Decisions are made by
+    :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
+    (results, dead actors, acknowledgements) into scheduler events in one thread."""
+
+    def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
+                 name_prefix: str, detached: bool = False,
+                 submitted_ms: Optional[int] = None) -> None:
+        logging.getLogger("ray").setLevel(logging.WARNING)
+        job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
+        self.job = job
+        self.name_prefix = name_prefix
+        self.detached = detached
+        self.submitted_ms = submitted_ms if submitted_ms is not None else int(time.time() * 1000)
+        self.ended_ms: Optional[int] = None
+        self._loop_thread: Optional[threading.Thread] = None
+        self._loop_started = threading.Lock()
+        self._loop_done = threading.Event()
+        self._outcome: Optional[JobOutcome] = None
+        self.driver_addresses = driver_addresses
+        self.eg = job.execution_graph()
+        self.actors: Dict[SubtaskId, Any] = {}
+        self.refs: Dict[Any, Tuple[int, SubtaskId]] = {}
+        self.events: "queue.Queue[Callable[[], None]]" = queue.Queue()
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
+                                      SystemClock(), job.config,
+                                      initial_checkpoint=job.restore_checkpoint)
+        # Ray restarted this actor after it died (max_restarts): the job goes on from the
+        # completed checkpoints in storage; the dead master's tasks died with it
+        self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        if self.reconstructed:  # nobody else may be there to start it (a detached job)
+            self._ensure_loop()
+
+    def _recover(self) -> None:
+        """A restarted master resumes from the retained checkpoints (or fails the job
+        with a clear error; it never starts over after a checkpoint completed)."""
+        # attempts above any of the dead master's (which counted from 0, one per deploy)
+        self.scheduler.recover(first_attempt=int(time.time() * 1000))
+
+    # -- the loop ----------------------------------------------------------------------
+    def start(self) -> str:
+        """Start the job (once; later calls do nothing) and return its status: the loop
+        runs in a thread of this actor, whoever called."""
+        self._ensure_loop()
+        return self.scheduler.status.value
+
+    def run(self) -> JobOutcome:
+        """Start the job if not started, and wait for its outcome."""
+        self._ensure_loop()
+        self._loop_done.wait()
+        assert self._outcome is not None
+        return self._outcome
+
+    def await_outcome(self, timeout_s: float) -> Optional[JobOutcome]:
+        """The outcome once the job has ended; ``None`` if it still runs after
+        ``timeout_s`` (re-attached clients poll this: no call waits unbounded)."""
+        self._loop_done.wait(timeout_s)
+        return self._outcome
+
+    def _ensure_loop(self) -> None:
+        with self._loop_started:
+            if self._loop_thread is None:
+                self._loop_thread = threading.Thread(target=self._loop_thread_main,
+                                                     name="flowray-jobmaster", daemon=True)
+                self._loop_thread.start()
+
+    def _loop_thread_main(self) -> None:
+        try:
+            outcome = self._loop()
+        except BaseException as e:  # noqa: BLE001 - never leave a waiter without an answer
+            log.exception("flowray: job master loop ended with an error")
+            outcome = JobOutcome(self.job.job_id, self.job.job_name, JobStatus.FAILED,
+                                 0.0, TaskFailure("JobMaster", None, type(e).__name__, str(e),
+                                                  traceback.format_exc(), False))
+        self._outcome = outcome
+        self.ended_ms = int(time.time() * 1000)
+        self._loop_done.set()
+        if self.detached:
+            self._expire()
+
+    def _expire(self) -> None:
+        """A detached master stays ``jobstore.expiration-time`` after its job ended (its
+        outcome can be read, ``flowray list -a`` shows it), then ends its own actor (no
+        restart: the job is over)."""
+        time.sleep(Configuration(self.job.config).get(JOB_STORE_EXPIRATION))
+        log.info("flowray: job %s (%s) expired from the job store; its master exits",
+                 self.job.job_id, self.job.job_name)
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+    def _loop(self) -> JobOutcome:
+        sched = self.scheduler
+        self.me = ray.get_runtime_context().current_actor
+        try:
+            if self.reconstructed:  # the dead master's tasks may still hold their names
+                self._free_names(self.eg.subtasks())
+                with self._lock:
+                    self._recover()
+            with self._lock:
+                sched.start()
+            while not sched.is_done:
+                self._step()
+        except Exception as e:  # a bug or a deployment failure: report it as the failure
+            log.exception("flowray: job master failed")
+            with self._lock:
+                if sched.failure is None:
+                    sched.failure = TaskFailure("JobMaster", None, type(e).__name__, str(e),
+                                                traceback.format_exc(), False)
+                sched.status = JobStatus.FAILED
+        finally:
+            self._kill(list(self.actors))
+            for s in list(self.actors):
+                wait_name_free(self._name(s))
+        with self._lock:
+            sched.clean_up_storage()  # no task is left to upload anything
+            return sched.outcome()
+
+    def _step(self) -> None:
+        sched = self.scheduler
+        if self._cancel.is_set():
+            self._cancel.clear()
+            with self._lock:
+                sched.cancel()
+        ready: List[Any] = []
+        if self.refs:
+            ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0.02)
+        else:
+            time.sleep(0.02)
+        with self._lock:
+            while True:
+                try:
+                    self.events.get_nowait()()
+                except queue.Empty:
+                    break
+            for ref in ready:
+                attempt, s = self.refs.pop(ref)
+                try:
+                    result: TaskResult = ray.get(ref)
+                    sched.on_task_result(attempt, result)
+                except (RayActorError, RayTaskError) as e:
+                    sched.on_task_lost(attempt, s, f"the actor of subtask {s.key} died: "
+                                                   f"{type(e).__name__}: {e}")
+            sched.tick()
+
+    # -- TaskDeployer ------------------------------------------------------------------
+    def _name(self, s: SubtaskId) -> str:
+        return actor_name(self.name_prefix, self.eg.vertex(s).name, s.index)
+
+    def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None:
+        subtasks = [d.subtask for d in descriptors]
+        old = [s for s in subtasks if s in self.actors]
+        if old:
+            self._kill(old)
+            for s in old:
+                wait_name_free(self._name(s))
+        self.refs = {r: v for r, v in self.refs.items() if v[1] not in set(subtasks)}
+        for d in descriptors:
+            self.actors[d.subtask] = TaskActor.options(
+                name=self._name(d.subtask), namespace=NAMESPACE,
+                max_concurrency=8 + len(d.inputs), max_restarts=0).remote(d, self.me)
+        # pipelined channels never leave a region, and a region is deployed whole
+        addrs = ray.get([self.actors[s].address.remote() for s in subtasks])
+        addresses = {s.key: a for s, a in zip(subtasks, addrs)}
+        for s in subtasks:
+            ref = self.actors[s].run.remote(addresses, self.driver_addresses)
+            self.refs[ref] = (attempt, s)
+
+    def _free_names(self, subtasks: Iterable[SubtaskId]) -> None:
+        for s in subtasks:
+            try:
+                ray.kill(ray.get_actor(self._name(s), namespace=NAMESPACE), no_restart=True)
+            except Exception:  # noqa: BLE001 - gone already
+                continue
+            wait_name_free(self._name(s))
+
+    def cancel_tasks(self, subtasks) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is not None:
+                actor.cancel.remote()
+
+    def kill(self, subtasks) -> None:
+        self._kill(list(subtasks))
+
+    def _kill(self, subtasks: List[SubtaskId]) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is None:
+                continue
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        dead = set(subtasks)
+        self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
+
+    def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint,
+                location=None) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint, location)
+
+    def stop_sources(self, subtasks, stop_mode: int) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is not None:
+                actor.stop_source.remote(stop_mode)
+
+    def notify_complete(self, subtask, checkpoint_id) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.notify_checkpoint_complete.remote(checkpoint_id)
+
+    def notify_aborted(self, subtask, checkpoint_id, reason) -> None:
+        actor = self.actors.get(subtask)
+        if actor is not None:
+            actor.notify_checkpoint_aborted.remote(checkpoint_id)
+
+    # -- calls from tasks (queued for the loop thread) -----------------------------------
+    def acknowledge_checkpoint(self, attempt, subtask, checkpoint_id, snapshot, metrics) -> None:
+        self.events.put(lambda: self.scheduler.on_acknowledge(
+            attempt, subtask, checkpoint_id, snapshot, metrics))
+
+    def decline_checkpoint(self, attempt, subtask, checkpoint_id, reason, message) -> None:
+        self.events.put(lambda: self.scheduler.on_decline(
+            attempt, subtask, checkpoint_id, reason, message))
+
+    def task_ended_input(self, attempt, subtask) -> None:
+        self.events.put(lambda: self.scheduler.on_ended_input(attempt, subtask))
+
+    # -- calls from the driver ---------------------------------------------------------
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def savepoint(self, target_dir: Optional[str], stop: bool, drain: bool,
+                  timeout_s: Optional[float]) -> Tuple[Optional[str], Optional[str]]:
+        """Take a savepoint (``stop``: stop-with-savepoint); blocks this call's thread
+        until it completes or fails: ``(directory, None)`` or ``(None, error)``."""
+        if stop:
+            return self._ask(lambda done: self.scheduler.stop_with_savepoint(
+                target_dir, drain, done), timeout_s)
+        return self._ask(lambda done: self.scheduler.trigger_savepoint(target_dir, done),
+                         timeout_s)
+
+    def checkpoint(self, timeout_s: Optional[float]) -> Tuple[Optional[str], Optional[str]]:
+        """Take a checkpoint now; blocks until it completes or fails."""
+        return self._ask(self.scheduler.trigger_checkpoint, timeout_s)
+
+    def _ask(self, request: Callable[[Any], None], timeout_s: Optional[float]
+             ) -> Tuple[Optional[str], Optional[str]]:
+        """Run ``request(done)`` in the loop thread and wait (in this call's thread) for
+        what ``done`` is given."""
+        done = threading.Event()
+        result: List[Any] = [None, "no answer"]
+
+        def on_done(path: Optional[str], error: Optional[str]) -> None:
+            result[:] = [path, error]
+            done.set()
+        self.events.put(lambda: request(on_done))
+        if not done.wait(timeout_s):
+            return None, f"no answer after {timeout_s} s"
+        return result[0], result[1]
+
+    def status(self) -> str:
+        return self.scheduler.status.value
+
+    def info(self) -> Dict[str, Any]:
+        """What ``flowray info`` / ``flowray list`` show: ids, status, times, the tasks
+        with their parallelism, and the latest checkpoint and savepoint."""
+        with self._lock:
+            sched = self.scheduler
+            status = (self._outcome.status if self._outcome is not None else sched.status)
+            history = sched.stats.history()
+            counts = sched.stats.counts()
+            restarts = sched.restarts
+            failure = sched.failure.describe() if sched.failure is not None else None
+            if self._outcome is not None and self._outcome.failure is not None:
+                failure = self._outcome.failure.describe()
+
+        def latest(savepoint: bool) -> Optional[Dict[str, Any]]:
+            for r in reversed(history):
+                if r["status"] == "COMPLETED" and bool(r["is_savepoint"]) == savepoint:
+                    path = r.get("external_path") or ""
+                    if path.endswith("/_metadata"):
+                        path = path[:-len("/_metadata")]
+                    found = {"id": r["checkpoint_id"], "path": path,
+                             "completed_ms": r.get("end_ms"), "size": r.get("state_size", 0)}
+                    if self._outcome is not None and path and "://" not in path:
+                        # an ended job's checkpoints may be gone (retention)
+                        found["exists"] = os.path.exists(path)
+                    return found
+            return None
+        vertices = [{"name": v.name, "parallelism": v.parallelism,
+                     "max_parallelism": v.max_parallelism}
+                    for v in self.job.job_graph.topological_order()]
+        return {"job_id": self.job.job_id, "job_name": self.job.job_name,
+                "name": self.name_prefix, "status": status.value,
+                "detached": self.detached, "start_ms": self.submitted_ms,
+                "end_ms": self.ended_ms, "vertices": vertices,
+                "parallelism": max((v["parallelism"] for v in vertices), default=0),
+                "checkpoints": counts, "restarts": restarts,
+                "job_master_restarts": sched.job_master_restarts,
+                "latest_checkpoint": latest(False), "latest_savepoint": latest(True),
+                "savepoints_dir": Configuration(self.job.config).get(SAVEPOINTS_DIR),
+                "failure": failure}
+
+    def checkpoint_stats(self) -> Dict[str, Any]:
+        with self._lock:
+            return self.scheduler.checkpoint_stats()
+
+    def task_actor_names(self) -> Dict[str, str]:
+        """Subtask key -> actor name of the current attempt (tests kill them)."""
+        with self._lock:
+            return {s.key: self._name(s) for s in self.scheduler.running()}
+
+    def progress(self) -> Dict[str, Any]:
+        with self._lock:
+            running = set(self.scheduler.running())
+            restarts = self.scheduler.restarts
+            checkpoints = self.scheduler.stats.counts().get("completed", 0)
+            # tasks no longer running count with the metrics they ended with
+            ended = [m for s, m in self.scheduler.metrics.items() if s not in running]
+        refs = [a.metrics.remote() for s, a in self.actors.items() if s in running]
+        try:
+            ms = ray.get(refs, timeout=5) + ended
+        except (GetTimeoutError, RayActorError):
+            return {}
+        return {"running_s": time.monotonic() - self._started,
+                "records_in": sum(m.get("records_in", 0) for m in ms if m),
+                "source_records": sum(m.get("records_in", 0) for m in ms
+                                      if m and m.get("is_source")),
+                "checkpoints": checkpoints, "restarts": restarts}
+
+
+def wait_name_free(name: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return
+        time.sleep(0.05)
+
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """Where the pickled job lies in the job's checkpoint storage (a small argument for
+    a restartable job master)."""
+
+    config: Dict[str, Any]
+    job_id: str
+
+    @staticmethod
+    def save(config: Dict[str, Any], job_id: str, job_bytes: bytes) -> "StoredJob":
+        stored = StoredJob(dict(config), job_id)
+        storage = checkpoint_storage_from_config(stored.config, job_id)
+        storage.write_file(storage.job_file_path, job_bytes)
+        return stored
+
+    def load(self) -> bytes:
+        storage = checkpoint_storage_from_config(self.config, self.job_id)
+        return storage.read_file(storage.job_file_path)

@@ -1,0 +1,255 @@
+"""The Ray actor of one subtask (:class:`TaskActor`, a thin shell over
+:class:`~flowray.runtime.task.stream_task.StreamTask`) and what it gives the task: socket
+channels, the driver's channels, checkpoint answers to the job master."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import ray
+
+from flowray.runtime.network.channel import ChannelReader, ChannelStats, ChannelWriter, InputGate
+from flowray.runtime.network.elements import RecordBatch
+from flowray.common.clock import SystemClock
+from flowray.common.options import (
+    CHANNEL_CREDITS,
+    DEPLOY_TIMEOUT,
+)
+from flowray.common.configuration import Configuration
+from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.task.stream_task import StreamTask
+from flowray.runtime.task.environment import TaskEnvironment
+from flowray.runtime.messages import TaskResult
+from flowray.runtime.task.subtask_checkpoints import CheckpointResponder
+from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
+from flowray.runtime.network.frame_codec import frame_sequence_number
+from flowray.common.options import CHANNEL_TRANSPORT
+from flowray.runtime.network.ray_transport import RayChannelWriter
+from flowray.runtime.network.socket_transport import (
+    SocketInputGate,
+    SocketListener,
+    connect_channel,
+)
+
+__all__ = ["TaskActor", "actor_name"]
+
+log = logging.getLogger(__name__)
+
+
+def actor_name(job_name: str, vertex_name: str, index: int) -> str:
+    clean = re.sub(r"[/\s]+", " ", vertex_name).strip()
+    return f"{job_name}/{clean}/{index}"
+
+
+def _node() -> Tuple[str, str]:
+    ctx = ray.get_runtime_context()
+    return ctx.get_node_id(), ray.util.get_node_ip_address()
+
+
+class _SocketTaskEnvironment(TaskEnvironment):
+    def __init__(self, listener: SocketListener, addresses: Dict[str, Dict[str, Any]],
+                 driver_addresses: Dict[str, Dict[str, Any]], credits: int,
+                 timeout_s: float, node_id: str) -> None:
+        self.clock = SystemClock()
+        self.listener = listener
+        self.addresses = addresses
+        self.driver_addresses = driver_addresses
+        self.credits = credits
+        self.timeout_s = timeout_s
+        self.node_id = node_id
+        self.ray_inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
+
+    def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter:
+        address = self.addresses[consumer.key]
+        if "actor" in address:
+            return RayChannelWriter(channel_id, address["actor"], self.credits)
+        return connect_channel(address, channel_id, self.credits, self.node_id, self.timeout_s)
+
+    def open_inputs(self, channel_ids: List[str], should_stop: Callable[[], bool]
+                    ) -> Tuple[Dict[str, ChannelReader], InputGate]:
+        if self.ray_inbox is not None:
+            gate, channels = self.ray_inbox
+            return {cid: channels[cid].reader for cid in channel_ids}, gate
+        readers = self.listener.accept(channel_ids, self.timeout_s, should_stop)
+        return readers, SocketInputGate()
+
+    def open_driver_channel(self, endpoint_id: str, channel_id: str) -> ChannelWriter:
+        address = self.driver_addresses[endpoint_id]
+        if address.get("stdout"):  # a detached job: no driver to send records to
+            return _StdoutWriter(channel_id)
+        return connect_channel(address, channel_id, self.credits, self.node_id,
+                               self.timeout_s)
+
+
+class _StdoutWriter(ChannelWriter):
+    """A detached job's ``print()``: each record's line goes to this task's own stdout
+    (the Ray worker's log), as a Flink TaskManager prints into its ``.out`` file."""
+
+    def __init__(self, channel_id: str) -> None:
+        import sys
+
+        self.channel_id = channel_id
+        self.credits = 1
+        self.stats = ChannelStats()
+        self._out = sys.stdout
+
+    def write(self, frame: Any) -> None:
+        if type(frame) is RecordBatch and frame.records:
+            self._out.write("".join(f"{r}\n" for r in frame.records))
+            self._out.flush()
+            self.stats.frames += 1
+            self.stats.records += len(frame.records)
+
+    def in_flight(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+class _RayResponder(CheckpointResponder):
+    """Checkpoint answers to the job master; ``flush`` waits until they were received."""
+
+    def __init__(self, master: Any, attempt: int) -> None:
+        self.master = master
+        self.attempt = attempt
+        self._refs: List[Any] = []
+        self._lock = threading.Lock()
+
+    def _sent(self, ref: Any) -> None:
+        with self._lock:
+            self._refs = [r for r in self._refs if not _is_ready(r)]
+            self._refs.append(ref)
+
+    def acknowledge_checkpoint(self, subtask, checkpoint_id, snapshot, metrics) -> None:
+        self._sent(self.master.acknowledge_checkpoint.remote(
+            self.attempt, subtask, checkpoint_id, snapshot, metrics))
+
+    def decline_checkpoint(self, subtask, checkpoint_id, reason, message) -> None:
+        self._sent(self.master.decline_checkpoint.remote(
+            self.attempt, subtask, checkpoint_id, reason, message))
+
+    def task_ended_input(self, subtask) -> None:
+        self._sent(self.master.task_ended_input.remote(self.attempt, subtask))
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        with self._lock:
+            refs, self._refs = self._refs, []
+        if refs:
+            try:
+                ray.get(refs, timeout=timeout_s)
+            except Exception:  # the master is gone or slow: the result still goes out
+                pass
+
+
+def _is_ready(ref: Any) -> bool:
+    ready, _ = ray.wait([ref], timeout=0)
+    return bool(ready)
+
+
+@ray.remote(num_cpus=0, max_concurrency=8)
+class TaskActor:
+    """One subtask. ``run`` executes the task loop and returns its :class:`TaskResult`;
+    ``cancel``, checkpoint triggers and notifications are served from other threads
+    meanwhile and reach the task through its mailbox."""
+
+    def __init__(self, tdd: TaskDeploymentDescriptor, master: Any = None) -> None:
+        logging.getLogger("ray").setLevel(logging.WARNING)
+        self.tdd = tdd
+        self.master = master
+        self.node_id, ip = _node()
+        self.listener = SocketListener(self.node_id, ip)
+        self.task: Optional[StreamTask] = None
+        self._cancelled = False
+        self._early: List[Callable[[StreamTask], None]] = []
+        self._lock = threading.Lock()
+        config = Configuration(tdd.config)
+        self.transport = config.get(CHANNEL_TRANSPORT)
+        self.inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
+        if self.transport == "ray":
+            gate = InProcessGate()
+            credits = config.get(CHANNEL_CREDITS)
+            self.inbox = (gate, {i.channel_id: InProcessChannel(i.channel_id, credits, gate)
+                                 for i in tdd.inputs})
+            self._order = {i.channel_id: threading.Condition() for i in tdd.inputs}
+            self._next_seq = {i.channel_id: 0 for i in tdd.inputs}
+
+    def address(self) -> Dict[str, Any]:
+        address = self.listener.address()
+        if self.transport == "ray":
+            address["actor"] = ray.get_runtime_context().current_actor
+        return address
+
+    def push_frame(self, channel_id: str, data: bytes) -> None:
+        """Ray transport: queue one encoded frame; returns when the channel has room.
+
+        Calls of a threaded actor may run out of order: frames wait for their turn by
+        sequence number, so the channel stays FIFO."""
+        seq = frame_sequence_number(data)
+        cond = self._order[channel_id]
+        with cond:
+            while self._next_seq[channel_id] != seq:
+                cond.wait(1.0)
+            self.inbox[1][channel_id].writer.push_encoded(data)
+            self._next_seq[channel_id] = seq + 1
+            cond.notify_all()
+
+    def run(self, addresses: Dict[str, Dict[str, Any]],
+            driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:
+        config = Configuration(self.tdd.config)
+        env = _SocketTaskEnvironment(self.listener, addresses, driver_addresses,
+                                     config.get(CHANNEL_CREDITS),
+                                     config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id)
+        env.ray_inbox = self.inbox
+        responder = _RayResponder(self.master, self.tdd.attempt)
+        if self.master is not None:
+            env.responder = responder
+        task = StreamTask(self.tdd, env)
+        with self._lock:
+            self.task = task
+            early, self._early = self._early, []
+        for action in early:
+            action(task)
+        if self._cancelled:
+            task.cancel()
+        try:
+            return task.run()
+        finally:
+            self.listener.close()
+            responder.flush()
+
+    def _to_task(self, action: Callable[[StreamTask], None]) -> None:
+        with self._lock:
+            if self.task is None:
+                self._early.append(action)
+                return
+        action(self.task)
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp: int, is_savepoint: bool,
+                           location: Optional[str] = None) -> None:
+        self._to_task(lambda t: t.trigger_checkpoint(checkpoint_id, timestamp, is_savepoint,
+                                                     location))
+
+    def stop_source(self, stop_mode: int) -> None:
+        self._to_task(lambda t: t.stop_source(stop_mode))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_complete(checkpoint_id))
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_aborted(checkpoint_id))
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def metrics(self) -> Dict[str, Any]:
+        return self.task.metrics() if self.task is not None else {}
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
