@@ -42,6 +42,7 @@ from flowray.runtime.checkpoint.state_assignment import (
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import (
     JOB_FILE,
+    LATEST_COMPLETED_FILE,
     CheckpointStorage,
     checkpoint_storage_from_config,
 )
@@ -578,7 +579,8 @@ class JobScheduler:
         if self.storage is None or not self.is_done:
             return
         clean_up_ended_job(self.storage, self.coordinator, self.retention, self.status,
-                           self.job_name, (JOB_FILE, JOB_MASTER_RESTARTS_FILE))
+                           self.job_name,
+                           (JOB_FILE, JOB_MASTER_RESTARTS_FILE, LATEST_COMPLETED_FILE))
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""
