@@ -63,6 +63,8 @@ class PreparedJob:
     driver_sinks: Dict[str, Tuple[str, List[str]]] = field(default_factory=dict)
     #: the savepoint or retained checkpoint the job starts from (execution.savepoint.path)
     restore_checkpoint: Any = None
+    #: channels (task to task, task to driver) authenticate with it before any decoding
+    channel_secret: bytes = field(default_factory=lambda: os.urandom(32), repr=False)
 
     def execution_graph(self) -> ExecutionGraph:
         return ExecutionGraph(self.job_graph)

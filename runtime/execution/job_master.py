@@ -202,6 +202,7 @@ class JobMaster(TaskDeployer):
                 wait_name_free(self._name(s))
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in set(subtasks)}
         for d in descriptors:
+            d.channel_secret = self.job.channel_secret
             self.actors[d.subtask] = TaskActor.options(
                 name=self._name(d.subtask), namespace=NAMESPACE,
                 max_concurrency=8 + len(d.inputs), max_restarts=0).remote(d, self.me)

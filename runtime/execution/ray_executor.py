@@ -206,7 +206,7 @@ class RayExecutor(JobExecutor):
         elif job.driver_sinks:
             node_id, ip = _node()
         for eid, (mode, chans) in (job.driver_sinks.items() if not detached else ()):
-            listener = SocketListener(node_id, ip)  # one per driver sink
+            listener = SocketListener(node_id, ip, job.channel_secret)  # one per driver sink
             listeners.append(listener)
             driver_addresses[eid] = listener.address()
             endpoints.append(DriverEndpoint(eid, mode, chans,

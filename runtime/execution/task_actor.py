@@ -52,8 +52,9 @@ def _node() -> Tuple[str, str]:
 class _SocketTaskEnvironment(TaskEnvironment):
     def __init__(self, listener: SocketListener, addresses: Dict[str, Dict[str, Any]],
                  driver_addresses: Dict[str, Dict[str, Any]], credits: int,
-                 timeout_s: float, node_id: str) -> None:
+                 timeout_s: float, node_id: str, secret: bytes = b"") -> None:
         self.clock = SystemClock()
+        self.secret = secret
         self.listener = listener
         self.addresses = addresses
         self.driver_addresses = driver_addresses
@@ -66,7 +67,8 @@ class _SocketTaskEnvironment(TaskEnvironment):
         address = self.addresses[consumer.key]
         if "actor" in address:
             return RayChannelWriter(channel_id, address["actor"], self.credits)
-        return connect_channel(address, channel_id, self.credits, self.node_id, self.timeout_s)
+        return connect_channel(address, channel_id, self.credits, self.node_id, self.timeout_s,
+                               self.secret)
 
     def open_inputs(self, channel_ids: List[str], should_stop: Callable[[], bool]
                     ) -> Tuple[Dict[str, ChannelReader], InputGate]:
@@ -81,7 +83,7 @@ class _SocketTaskEnvironment(TaskEnvironment):
         if address.get("stdout"):  # a detached job: no driver to send records to
             return _StdoutWriter(channel_id)
         return connect_channel(address, channel_id, self.credits, self.node_id,
-                               self.timeout_s)
+                               self.timeout_s, self.secret)
 
 
 class _StdoutWriter(ChannelWriter):
@@ -161,7 +163,8 @@ class TaskActor:
         self.tdd = tdd
         self.master = master
         self.node_id, ip = _node()
-        self.listener = SocketListener(self.node_id, ip)
+        # only producers of this job (they know its secret) get to send it anything
+        self.listener = SocketListener(self.node_id, ip, tdd.channel_secret)
         self.task: Optional[StreamTask] = None
         self._cancelled = False
         self._early: List[Callable[[StreamTask], None]] = []
@@ -202,7 +205,8 @@ class TaskActor:
         config = Configuration(self.tdd.config)
         env = _SocketTaskEnvironment(self.listener, addresses, driver_addresses,
                                      config.get(CHANNEL_CREDITS),
-                                     config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id)
+                                     config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id,
+                                     self.tdd.channel_secret)
         env.ray_inbox = self.inbox
         responder = _RayResponder(self.master, self.tdd.attempt)
         if self.master is not None:

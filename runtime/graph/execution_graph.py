@@ -79,6 +79,8 @@ class TaskDeploymentDescriptor:
     driver_endpoints: Dict[str, Any] = field(default_factory=dict)
     #: what this attempt restores (flowray.runtime.checkpoint.state_assignment.TaskRestore)
     restore: Any = None
+    #: the job's secret: channels authenticate with it (set by the job master's shell)
+    channel_secret: bytes = field(default=b"", repr=False)
 
     @property
     def restore_checkpoint_id(self) -> Optional[int]:

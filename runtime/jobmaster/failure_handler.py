@@ -117,7 +117,7 @@ def merge_failover(under_way: List[PendingFailover],
 
 
 #: failures that follow from another task's failure (its connection broke)
-_CONSEQUENTIAL = ("ChannelClosedError", "ChannelError", "BrokenPipeError",
+_CONSEQUENTIAL = ("ChannelClosedError", "ChannelError", "HandshakeError", "BrokenPipeError",
                   "ConnectionResetError")
 
 

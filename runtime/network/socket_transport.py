@@ -1,15 +1,25 @@
 """Socket transport: one stream connection per channel (unix socket on one node, TCP across).
 
-The consumer task listens; each producer connects, sends a hello naming its channel, then
-writes frames. The reader returns credits on the same connection (4 bytes per taken frame),
+The consumer task listens; each producer connects and authenticates, names its channel,
+then writes frames. The handshake is a mutual challenge-response over the job's secret
+(handed to every task through Ray), as ``multiprocessing.connection`` does, before a single
+byte from the peer is decoded: the listener sends 32 random bytes; the producer answers
+``HMAC-SHA256(secret, b"producer" + challenge)``, its own 32-byte challenge and the channel
+id (UTF-8, length-prefixed); the listener checks the HMAC, then answers
+``HMAC-SHA256(secret, b"listener" + producer challenge)``, which the producer checks. Only
+after that are frames (pickled record batches) read. A peer that fails the handshake, sends
+garbage or stays silent past :data:`HANDSHAKE_TIMEOUT_S` is logged and dropped; the task
+goes on accepting. The reader returns credits on the same connection (4 bytes per taken frame),
 and the writer blocks reading credits when it has none left. A blocked (aligning) input is
 simply not read: its credits run out and its producer slows, which is Flink's behaviour.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
 import os
-import pickle
 import selectors
 import socket
 import struct
@@ -31,10 +41,25 @@ from flowray.runtime.network.channel import (
 from flowray.runtime.network.elements import EndOfPartition, Frame, RecordBatch
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
-           "connect_channel"]
+           "connect_channel", "HandshakeError", "HANDSHAKE_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
 
 _CREDIT = struct.Struct("<I")
 _HELLO_LEN = struct.Struct("<I")
+_CHALLENGE_BYTES = 32
+_DIGEST_BYTES = 32
+_MAX_CHANNEL_ID = 4096
+#: longest a connecting peer may take to authenticate before it is dropped
+HANDSHAKE_TIMEOUT_S = 5.0
+
+
+class HandshakeError(ChannelError):
+    """A peer did not authenticate (wrong secret, garbage, silence)."""
+
+
+def _digest(secret: bytes, role: bytes, challenge: bytes) -> bytes:
+    return hmac.new(secret, role + challenge, hashlib.sha256).digest()
 _RECV_CHUNK = 1 << 20
 
 
@@ -49,8 +74,11 @@ def _socket_dir() -> str:
 class SocketListener:
     """A task's data-plane endpoint: a unix socket and a TCP socket, both listening."""
 
-    def __init__(self, node_id: str = "", host: str = "127.0.0.1") -> None:
+    def __init__(self, node_id: str = "", host: str = "127.0.0.1",
+                 secret: bytes = b"", handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
         self.node_id = node_id
+        self._secret = secret
+        self.handshake_timeout_s = handshake_timeout_s
         self.unix_path = os.path.join(_socket_dir(), uuid.uuid4().hex[:16] + ".sock")
         self._unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._unix.bind(self.unix_path)
@@ -85,23 +113,51 @@ class SocketListener:
                 if should_stop is not None and should_stop():
                     raise ChannelClosedError("cancelled while waiting for producers")
                 for key, _ in sel.select(min(left, 0.2)):
-                    reader = self._accept_one(key.fileobj, timeout_s)
+                    reader = self._accept_checked(key.fileobj)
+                    if reader is None:
+                        continue
                     channel_id = reader.channel_id
                     if channel_id not in wanted or channel_id in readers:
+                        log.warning("flowray: dropped a connection for unexpected channel %r",
+                                    channel_id)
                         reader.close()
-                        raise ChannelError(f"unexpected producer for channel {channel_id!r}")
+                        continue
                     readers[channel_id] = reader
         finally:
             sel.close()
         return readers
 
-    @staticmethod
-    def _accept_one(listening: Any, timeout_s: float) -> "SocketChannelReader":
-        conn, _ = listening.accept()
+    def _accept_checked(self, listening: Any) -> Optional["SocketChannelReader"]:
+        """Accept and authenticate one connection; None (logged, closed) if it fails."""
+        try:
+            conn, peer = listening.accept()
+        except OSError:
+            return None
+        try:
+            return self._handshake(conn)
+        except (OSError, ValueError, ChannelError) as e:
+            log.warning("flowray: dropped a connection from %s that did not authenticate: %s",
+                        peer or "a local socket", e)
+            try:
+                conn.close()
+            except OSError:
+                pass
+            return None
+
+    def _handshake(self, conn: socket.socket) -> "SocketChannelReader":
         conn.setblocking(True)
-        conn.settimeout(timeout_s)
+        conn.settimeout(self.handshake_timeout_s)
+        challenge = os.urandom(_CHALLENGE_BYTES)
+        conn.sendall(challenge)
+        answer = _recv_exact(conn, _DIGEST_BYTES)
+        if not hmac.compare_digest(answer, _digest(self._secret, b"producer", challenge)):
+            raise HandshakeError("wrong authentication (not this job's secret)")
+        theirs = _recv_exact(conn, _CHALLENGE_BYTES)
         (n,) = _HELLO_LEN.unpack(_recv_exact(conn, _HELLO_LEN.size))
-        channel_id = pickle.loads(_recv_exact(conn, n))
+        if n > _MAX_CHANNEL_ID:
+            raise HandshakeError(f"channel id of {n} bytes")
+        channel_id = _recv_exact(conn, n).decode("utf-8")
+        conn.sendall(_digest(self._secret, b"listener", theirs))
         conn.settimeout(None)
         if conn.family == socket.AF_INET:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -117,9 +173,8 @@ class SocketListener:
         sel.register(self._tcp, selectors.EVENT_READ)
         try:
             for key, _ in sel.select(timeout_s):
-                try:
-                    reader = self._accept_one(key.fileobj, 10.0)
-                except (OSError, ChannelClosedError):
+                reader = self._accept_checked(key.fileobj)
+                if reader is None:
                     continue
                 if reader.channel_id in allowed:
                     out.append(reader)
@@ -155,8 +210,11 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
-                    my_node_id: str = "", timeout_s: float = 30.0) -> "SocketChannelWriter":
-    """Open the producer end of ``channel_id`` to the listener at ``address``."""
+                    my_node_id: str = "", timeout_s: float = 30.0,
+                    secret: bytes = b"") -> "SocketChannelWriter":
+    """Open the producer end of ``channel_id`` to the listener at ``address`` and
+    authenticate both ways with the job's ``secret`` (:class:`HandshakeError` if the
+    listener does not know it)."""
     if address.get("node_id", "") == my_node_id and os.path.exists(address["unix"]):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout_s)
@@ -164,9 +222,22 @@ def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
     else:
         sock = socket.create_connection(tuple(address["tcp"]), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        challenge = _recv_exact(sock, _CHALLENGE_BYTES)
+        mine = os.urandom(_CHALLENGE_BYTES)
+        hello = channel_id.encode("utf-8")
+        sock.sendall(_digest(secret, b"producer", challenge) + mine
+                     + _HELLO_LEN.pack(len(hello)) + hello)
+        answer = _recv_exact(sock, _DIGEST_BYTES)
+    except (OSError, ChannelClosedError) as e:
+        sock.close()
+        raise HandshakeError(f"channel {channel_id!r}: the listener at {address} closed the "
+                             f"handshake ({type(e).__name__}: {e}); a wrong secret?") from e
+    if not hmac.compare_digest(answer, _digest(secret, b"listener", mine)):
+        sock.close()
+        raise HandshakeError(f"channel {channel_id!r}: the listener at {address} did not "
+                             "authenticate (not this job's secret)")
     sock.settimeout(None)
-    hello = pickle.dumps(channel_id)
-    sock.sendall(_HELLO_LEN.pack(len(hello)) + hello)
     return SocketChannelWriter(channel_id, sock, credits)
 
 
