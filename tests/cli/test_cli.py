@@ -93,13 +93,19 @@ def _worker_logs_contain(text: str) -> bool:
     return False
 
 
-def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tmp_path, shell):
+def _new_job(tmp_path, shell):
+    """A fresh work folder and job name for hold_job.py, with its fault ledger (to see
+    its HOLD() markers fire), its sink and the indices of its markers."""
     work = tmp_path / "work"
     name = f"cli-{uuid.uuid4().hex[:6]}"
     shell.names.append(name)
     ledger = TestingSource([], ledger_dir=str(work / "ledger"))
-    sink = TransactionalTestingSink(str(work / "out"))
-    holds = hold_job.hold_indices()
+    return work, name, ledger, TransactionalTestingSink(str(work / "out")), \
+        hold_job.hold_indices()
+
+
+def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tmp_path, shell):
+    work, name, ledger, sink, holds = _new_job(tmp_path, shell)
     job_args = f"{shlex.quote(JOB)} {shlex.quote(str(work))} {name}"
     keep = "-D jobstore.expiration-time=120"  # ended masters leave the shared Ray soon
 
@@ -186,12 +192,7 @@ def test_a_detached_jobs_master_restarts_and_runs_on_with_no_driver(tmp_path, sh
     itself and resumes from the latest checkpoint."""
     import ray
 
-    work = tmp_path / "work"
-    name = f"cli-{uuid.uuid4().hex[:6]}"
-    shell.names.append(name)
-    ledger = TestingSource([], ledger_dir=str(work / "ledger"))
-    sink = TransactionalTestingSink(str(work / "out"))
-    holds = hold_job.hold_indices()
+    work, name, ledger, sink, holds = _new_job(tmp_path, shell)
     p = shell(f"flowray run -d -D jobstore.expiration-time=120 "
               f"{shlex.quote(JOB)} {shlex.quote(str(work))} {name}")
     job = _submitted_job_id(p)
