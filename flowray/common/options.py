@@ -37,6 +37,9 @@ __all__ = [
     "CHANNEL_BATCH_SIZE",
     "CHANNEL_CREDITS",
     "DEPLOY_TIMEOUT",
+    "HEARTBEAT_INTERVAL",
+    "HEARTBEAT_TIMEOUT",
+    "LOCAL_PATHS_SHARED",
     "EXECUTION_TARGET",
     "ATTACHED",
     "JOB_STORE_EXPIRATION",
@@ -174,6 +177,34 @@ DEPLOY_TIMEOUT = register_option(
     120_000,
     "How long tasks may take to start and connect their channels.",
     check=_positive,
+)
+
+
+HEARTBEAT_INTERVAL = register_option(
+    "heartbeat.interval",
+    parse_duration_ms,
+    10_000,
+    "How often the job master asks each running task for a heartbeat.",
+    check=_positive,
+)
+
+HEARTBEAT_TIMEOUT = register_option(
+    "heartbeat.timeout",
+    parse_duration_ms,
+    50_000,
+    "A task that has not answered heartbeats, or whose loop has made no progress (a user "
+    "function or source that does not return), for this long is failed over.",
+    check=_positive,
+)
+
+
+LOCAL_PATHS_SHARED = register_option(
+    "flowray.storage.local-paths-shared",
+    parse_bool,
+    False,
+    "Whether plain paths for checkpoints, savepoints and blocking partitions are on "
+    "storage every node of the Ray cluster mounts (a network file system). Without it a "
+    "job on a cluster of several nodes must use a URI every node reaches (s3://, ...).",
 )
 
 

@@ -11,7 +11,13 @@
 """
 
 from flowray.testing.faults import FaultInjector, wait_until
-from flowray.testing.functions import CountRecords, DieOnceOnOpen, FailOnce, RecordOpens
+from flowray.testing.functions import (
+    CountRecords,
+    DieOnceOnOpen,
+    FailOnce,
+    HangOnce,
+    RecordOpens,
+)
 from flowray.testing.jobmaster import RecordingDeployer, TestingTopology
 from flowray.testing.sinks import TransactionalTestingSink
 from flowray.testing.sources import (
@@ -30,7 +36,7 @@ from flowray.testing.sources import (
     TestingSourceReader,
 )
 
-__all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen",
+__all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen", "HangOnce",
            "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource",
            "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker", "FailMarker",
            "KillMarker", "PauseMarker", "HoldMarker", "HOLD", "FAIL", "KILL", "PAUSE", "TestingTopology",

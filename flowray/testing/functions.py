@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, TextIO
 from flowray.operators.functions import MapFunction
 from flowray.testing.sources import TestingFailure
 
-__all__ = ["RecordOpens", "DieOnceOnOpen", "CountRecords", "FailOnce"]
+__all__ = ["RecordOpens", "DieOnceOnOpen", "CountRecords", "FailOnce", "HangOnce"]
 
 
 class RecordOpens(MapFunction):
@@ -157,4 +157,24 @@ class FailOnce(MapFunction):
                     return value
                 raise TestingFailure(
                     f"FailOnce: subtask {self.index} failed at record {self._seen}")
+        return value
+
+
+class HangOnce(MapFunction):
+    """Passes records through; the first time (a ledger file marks it, across processes
+    and restarts) it meets ``value``, it never returns, as a hung call to a remote service
+    would. Later runs go past it."""
+
+    def __init__(self, ledger: str, value: Any) -> None:
+        self.ledger, self.value = ledger, value
+
+    def map(self, value: Any) -> Any:
+        if value == self.value:
+            try:
+                os.close(os.open(self.ledger, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return value
+            import threading
+
+            threading.Event().wait()  # forever: only a kill ends this task
         return value

@@ -19,6 +19,8 @@ from flowray.common.options import (
     BLOCKING_PARTITIONS_DIR,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTS_DIR,
+    HEARTBEAT_INTERVAL,
+    HEARTBEAT_TIMEOUT,
     RUNTIME_MODE,
     SAVEPOINT_IGNORE_UNCLAIMED_STATE,
     SAVEPOINT_PATH,
@@ -102,6 +104,10 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
         if conf.get(BLOCKING_PARTITIONS_DIR) is None:
             config[BLOCKING_PARTITIONS_DIR.key] = os.path.join(tempfile.gettempdir(),
                                                                "flowray-partitions")
+    if conf.get(HEARTBEAT_TIMEOUT) <= conf.get(HEARTBEAT_INTERVAL):
+        raise ValueError(
+            f"heartbeat.timeout ({conf.get(HEARTBEAT_TIMEOUT)} ms) must be longer than "
+            f"heartbeat.interval ({conf.get(HEARTBEAT_INTERVAL)} ms)")
     if conf.get(CHECKPOINTING_INTERVAL) is not None and conf.get(CHECKPOINTS_DIR) is None:
         # resolved here: task actors run in other working directories
         config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)

@@ -13,17 +13,21 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.common.clock import SystemClock
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
 from flowray.common.options import (
+    DEPLOY_TIMEOUT,
+    HEARTBEAT_INTERVAL,
+    HEARTBEAT_TIMEOUT,
     JOB_STORE_EXPIRATION,
     SAVEPOINTS_DIR,
 )
@@ -31,8 +35,11 @@ from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import PreparedJob
 from flowray.runtime.jobmaster.deployer import TaskDeployer
+from flowray.runtime.jobmaster.deployments import DeploymentTracker, Wiring
+from flowray.runtime.jobmaster.heartbeats import ExpiryKind, HeartbeatMonitor
+from flowray.runtime.jobmaster.placement import NodeBlocklist
 from flowray.runtime.jobmaster.scheduler import JobScheduler
-from flowray.runtime.messages import TaskFailure, TaskResult
+from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 
 from flowray.runtime.execution.task_actor import TaskActor, actor_name
 
@@ -67,6 +74,17 @@ class JobMaster(TaskDeployer):
         self.actors: Dict[SubtaskId, Any] = {}
         self.refs: Dict[Any, Tuple[int, SubtaskId]] = {}
         self.events: "queue.Queue[Callable[[], None]]" = queue.Queue()
+        config = Configuration(job.config)
+        self.deploy_timeout_s = config.get(DEPLOY_TIMEOUT) / 1000.0
+        self.deployments = DeploymentTracker()  # actors created, not started yet
+        self._address_refs: Dict[Any, SubtaskId] = {}
+        self._starting: Dict[SubtaskId, int] = {}  # being started by _wire
+        self.heartbeats = HeartbeatMonitor(config.get(HEARTBEAT_INTERVAL),
+                                           config.get(HEARTBEAT_TIMEOUT))
+        self._heartbeat_refs: Dict[Any, Tuple[SubtaskId, int]] = {}
+        self.blocklist = NodeBlocklist()
+        self.nodes: Dict[SubtaskId, str] = {}  # node of each task's actor
+        self._actor_names: Dict[SubtaskId, str] = {}
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._started = time.monotonic()
@@ -140,7 +158,7 @@ class JobMaster(TaskDeployer):
         self.me = ray.get_runtime_context().current_actor
         try:
             if self.reconstructed:  # the dead master's tasks may still hold their names
-                self._free_names(self.eg.subtasks())
+                self._free_names()
                 with self._lock:
                     self._recover()
             with self._lock:
@@ -156,8 +174,10 @@ class JobMaster(TaskDeployer):
                 sched.status = JobStatus.FAILED
         finally:
             self._kill(list(self.actors))
+            deadline = time.monotonic() + 10.0  # a dead node's actors may hold theirs
             for s in list(self.actors):
-                wait_name_free(self._name(s))
+                _name_free(self._actor_names.get(s, self._name(s)),
+                           max(0.0, deadline - time.monotonic()))
         with self._lock:
             sched.clean_up_storage()  # no task is left to upload anything
             return sched.outcome()
@@ -168,9 +188,10 @@ class JobMaster(TaskDeployer):
             self._cancel.clear()
             with self._lock:
                 sched.cancel()
+        watched = list(self.refs) + list(self._address_refs) + list(self._heartbeat_refs)
         ready: List[Any] = []
-        if self.refs:
-            ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0.02)
+        if watched:
+            ready, _ = ray.wait(watched, num_returns=len(watched), timeout=0.02)
         else:
             time.sleep(0.02)
         with self._lock:
@@ -180,49 +201,179 @@ class JobMaster(TaskDeployer):
                 except queue.Empty:
                     break
             for ref in ready:
-                attempt, s = self.refs.pop(ref)
-                try:
-                    result: TaskResult = ray.get(ref)
-                    sched.on_task_result(attempt, result)
-                except (RayActorError, RayTaskError) as e:
-                    sched.on_task_lost(attempt, s, f"the actor of subtask {s.key} died: "
-                                                   f"{type(e).__name__}: {e}")
+                if ref in self.refs:
+                    self._on_run_ended(ref)
+                elif ref in self._address_refs:
+                    self._on_address(ref)
+                elif ref in self._heartbeat_refs:
+                    self._on_heartbeat(ref)
+            self._wire_ready()
+            self._send_heartbeats()
             sched.tick()
+
+    def _on_run_ended(self, ref: Any) -> None:
+        attempt, s = self.refs.pop(ref)
+        self.heartbeats.untrack(s)
+        try:
+            result: TaskResult = ray.get(ref)
+            self.scheduler.on_task_result(attempt, result)
+        except (RayActorError, RayTaskError) as e:
+            if isinstance(e, RayActorError):  # its node may be gone: Ray places actors
+                self.blocklist.block(self.nodes.get(s, ""), _now_ms())  # there a while
+            self.scheduler.on_task_lost(attempt, s, f"the actor of task {self._task_name(s)!r} "
+                                                    f"died: {type(e).__name__}: {e}")
+
+    def _task_name(self, s: SubtaskId) -> str:
+        v = self.eg.vertex(s)
+        return f"{v.name} ({s.index + 1}/{v.parallelism})"
+
+    # -- deployment: a failure anywhere in it is a task failure ---------------------------
+    def _on_address(self, ref: Any) -> None:
+        s = self._address_refs.pop(ref)
+        try:
+            address = ray.get(ref)
+        except Exception as e:  # noqa: BLE001 - the actor died before it answered
+            self.deployments.on_failure(s, f"deploying task {self._task_name(s)!r} failed: "
+                                           f"{type(e).__name__}: {e}")
+            return
+        self.nodes[s] = address.get("node_id", "")
+        self.deployments.on_address(s, address)
+
+    def _wire_ready(self) -> None:
+        self.deployments.expire(time.monotonic())
+        for wiring in self.deployments.take_ready():
+            self._wire(wiring)
+
+    def _wire(self, wiring: Wiring) -> None:
+        """Report what failed in a deployment (its failover may cancel others of it),
+        then start the rest."""
+        lost = dict(wiring.lost)
+        for s in wiring.timed_out:
+            lost[s] = (f"task {self._task_name(s)!r} did not start within "
+                       f"flowray.deploy-timeout ({self.deploy_timeout_s:g} s)")
+        addresses = {s.key: a for s, a in wiring.start.items()}
+        self._starting = {s: wiring.attempt for s in wiring.start}
+        try:
+            for s, reason in sorted(lost.items()):
+                self._kill([s])
+                self.scheduler.on_task_lost(wiring.attempt, s, reason)
+            starting = list(self._starting)  # less those cancelled by that failover
+        finally:
+            self._starting = {}
+        now = _now_ms()
+        for s in starting:
+            ref = self.actors[s].run.remote(addresses, self.driver_addresses)
+            self.refs[ref] = (wiring.attempt, s)
+            self.heartbeats.track(s, wiring.attempt, now)
+
+    # -- heartbeats --------------------------------------------------------------------
+    def _send_heartbeats(self) -> None:
+        now = _now_ms()
+        for s, attempt in self.heartbeats.due(now):
+            actor = self.actors.get(s)
+            if actor is not None:
+                self._heartbeat_refs[actor.heartbeat.remote()] = (s, attempt)
+        for expiry in self.heartbeats.expired(now):
+            s = expiry.subtask
+            reason = expiry.reason(self._task_name(s), self.heartbeats.timeout_ms)
+            log.warning("flowray: %s", reason)
+            if expiry.kind is ExpiryKind.UNREACHABLE:
+                self.blocklist.block(self.nodes.get(s, ""), now)
+            self.scheduler.on_task_lost(expiry.attempt, s, reason)
+
+    def _on_heartbeat(self, ref: Any) -> None:
+        s, attempt = self._heartbeat_refs.pop(ref)
+        try:
+            stalled_ms = ray.get(ref)
+        except Exception:  # noqa: BLE001 - a dead actor shows through its run call
+            return
+        self.heartbeats.on_reply(s, attempt, _now_ms(), stalled_ms)
 
     # -- TaskDeployer ------------------------------------------------------------------
     def _name(self, s: SubtaskId) -> str:
         return actor_name(self.name_prefix, self.eg.vertex(s).name, s.index)
 
     def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None:
+        """Create the actors and ask for their addresses; the loop starts them once all
+        answered (:meth:`_wire`). Returns at once: an actor that dies before it answers,
+        or one that does not answer within ``flowray.deploy-timeout``, is a task failure
+        for the failover and restart strategies."""
         subtasks = [d.subtask for d in descriptors]
         old = [s for s in subtasks if s in self.actors]
         if old:
             self._kill(old)
-            for s in old:
-                wait_name_free(self._name(s))
-        self.refs = {r: v for r, v in self.refs.items() if v[1] not in set(subtasks)}
+        strategy = self._placement()
+        created = []
         for d in descriptors:
             d.channel_secret = self.job.channel_secret
-            self.actors[d.subtask] = TaskActor.options(
-                name=self._name(d.subtask), namespace=NAMESPACE,
-                max_concurrency=8 + len(d.inputs), max_restarts=0).remote(d, self.me)
-        # pipelined channels never leave a region, and a region is deployed whole
-        addrs = ray.get([self.actors[s].address.remote() for s in subtasks])
-        addresses = {s.key: a for s, a in zip(subtasks, addrs)}
-        for s in subtasks:
-            ref = self.actors[s].run.remote(addresses, self.driver_addresses)
-            self.refs[ref] = (attempt, s)
-
-    def _free_names(self, subtasks: Iterable[SubtaskId]) -> None:
-        for s in subtasks:
+        self.deployments.start(attempt, subtasks, time.monotonic() + self.deploy_timeout_s)
+        for d in descriptors:
+            s = d.subtask
             try:
-                ray.kill(ray.get_actor(self._name(s), namespace=NAMESPACE), no_restart=True)
+                self.actors[s] = self._create_actor(d, strategy)
+            except Exception as e:  # noqa: BLE001 - e.g. a name still taken
+                self.deployments.on_failure(s, f"deploying task {self._task_name(s)!r} "
+                                               f"failed: {type(e).__name__}: {e}")
+                continue
+            created.append(s)
+        for s in created:
+            self._address_refs[self.actors[s].address.remote()] = s
+
+    def _create_actor(self, d: TaskDeploymentDescriptor, strategy: Any) -> Any:
+        name = self._name(d.subtask)
+        if not _name_free(name, 1.0):  # a killed attempt still holds it
+            name = f"{name}~{d.attempt}"
+        options: Dict[str, Any] = dict(name=name, namespace=NAMESPACE,
+                                       max_concurrency=8 + len(d.inputs), max_restarts=0)
+        if strategy is not None:
+            options["scheduling_strategy"] = strategy
+        actor = TaskActor.options(**options).remote(d, self.me)
+        self._actor_names[d.subtask] = name
+        return actor
+
+    def _placement(self) -> Any:
+        """A scheduling strategy keeping new actors off dead nodes and off nodes where
+        tasks were just lost (None: Ray's default placement)."""
+        try:
+            alive = {n["NodeID"]: bool(n.get("Alive")) for n in ray.nodes()}
+        except Exception:  # noqa: BLE001 - placement is best effort
+            return None
+        avoid = self.blocklist.nodes_to_avoid(alive, _now_ms())
+        if not avoid:
+            return None
+        log.info("flowray: placing tasks off %d node(s) that are dead or just lost tasks",
+                 len(avoid))
+        return NodeLabelSchedulingStrategy(hard={"ray.io/node-id": NotIn(*sorted(avoid))})
+
+    def _free_names(self) -> None:
+        """Kill the task actors a dead master left (every ``<prefix>/...`` name but
+        this master's own)."""
+        prefix, mine = self.name_prefix + "/", self.name_prefix + "/jobmaster"
+        try:
+            named = ray.util.list_named_actors(all_namespaces=True)
+        except Exception:  # noqa: BLE001 - nothing to free then
+            return
+        names = [a["name"] for a in named if a.get("namespace") == NAMESPACE
+                 and a["name"].startswith(prefix) and a["name"] != mine]
+        for name in names:
+            try:
+                ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
             except Exception:  # noqa: BLE001 - gone already
                 continue
-            wait_name_free(self._name(s))
+        deadline = time.monotonic() + 10.0
+        for name in names:
+            _name_free(name, max(0.0, deadline - time.monotonic()))
 
     def cancel_tasks(self, subtasks) -> None:
         for s in subtasks:
+            attempt = self.deployments.cancel(s)
+            if attempt is None:
+                attempt = self._starting.pop(s, None)
+            if attempt is not None:  # never started: nothing to stop, it is cancelled now
+                self._kill([s])
+                self.events.put(lambda a=attempt, s=s: self.scheduler.on_task_result(
+                    a, TaskResult(s, TaskState.CANCELED)))
+                continue
             actor = self.actors.get(s)
             if actor is not None:
                 actor.cancel.remote()
@@ -241,6 +392,9 @@ class JobMaster(TaskDeployer):
                 pass
         dead = set(subtasks)
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
+        self._address_refs = {r: v for r, v in self._address_refs.items() if v not in dead}
+        for s in subtasks:
+            self.heartbeats.untrack(s)
 
     def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint,
                 location=None) -> None:
@@ -343,6 +497,7 @@ class JobMaster(TaskDeployer):
                     for v in self.job.job_graph.topological_order()]
         return {"job_id": self.job.job_id, "job_name": self.job.job_name,
                 "name": self.name_prefix, "status": status.value,
+                "node_id": ray.get_runtime_context().get_node_id(),
                 "detached": self.detached, "start_ms": self.submitted_ms,
                 "end_ms": self.ended_ms, "vertices": vertices,
                 "parallelism": max((v["parallelism"] for v in vertices), default=0),
@@ -359,7 +514,8 @@ class JobMaster(TaskDeployer):
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> actor name of the current attempt (tests kill them)."""
         with self._lock:
-            return {s.key: self._name(s) for s in self.scheduler.running()}
+            return {s.key: self._actor_names.get(s, self._name(s))
+                    for s in self.scheduler.running()}
 
     def progress(self) -> Dict[str, Any]:
         with self._lock:
@@ -378,6 +534,22 @@ class JobMaster(TaskDeployer):
                 "source_records": sum(m.get("records_in", 0) for m in ms
                                       if m and m.get("is_source")),
                 "checkpoints": checkpoints, "restarts": restarts}
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def _name_free(name: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def wait_name_free(name: str, timeout_s: float = 10.0) -> None:

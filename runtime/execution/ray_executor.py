@@ -25,7 +25,12 @@ from typing import Any, Dict, List, Optional
 
 import cloudpickle
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import (
+    ActorUnavailableError,
+    GetTimeoutError,
+    RayActorError,
+    RayTaskError,
+)
 
 from flowray.runtime.network.channel import ChannelReader
 from flowray.runtime.execution.client import (
@@ -44,6 +49,7 @@ from flowray.common.options import (
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob
+from flowray.runtime.execution.storage_reach import check_storage_reachable
 from flowray.runtime.messages import TaskFailure
 from flowray.runtime.network.socket_transport import (
     SocketInputGate,
@@ -81,12 +87,26 @@ class _RayJobHandle(JobHandle):
         self._outcome: Optional[JobOutcome] = None
 
     def status(self) -> JobStatus:
+        """The job's status; FAILED once its job master is gone for good (a slow answer
+        is not an answer: the job is taken to run on)."""
         if self._outcome is not None:
             return self._outcome.status
         try:
             return JobStatus(ray.get(self.master.status.remote(), timeout=10))
-        except Exception:
+        except (GetTimeoutError, ActorUnavailableError):  # busy or restarting
             return JobStatus.RUNNING
+        except (RayActorError, RayTaskError) as e:
+            outcome = self.outcome(0.0) if self.ref is not None else None
+            if outcome is None:
+                outcome = self._master_gone(e)
+            return outcome.status
+
+    def _master_gone(self, e: BaseException) -> JobOutcome:
+        self._outcome = JobOutcome(
+            self.job_id, self.job_name, JobStatus.FAILED, 0.0,
+            TaskFailure("JobMaster", None, type(e).__name__,
+                        f"the job master of {self.job_name!r} is gone: {e}", str(e), False))
+        return self._outcome
 
     def cancel(self) -> None:
         self.master.cancel.remote()
@@ -102,10 +122,7 @@ class _RayJobHandle(JobHandle):
         try:
             self._outcome = ray.get(self.ref)
         except (RayActorError, RayTaskError) as e:
-            from flowray.runtime.messages import TaskFailure
-            self._outcome = JobOutcome(self.job_id, self.job_name, JobStatus.FAILED, 0.0,
-                                       TaskFailure("JobMaster", None, type(e).__name__, str(e),
-                                                   str(e), False))
+            return self._master_gone(e)
         return self._outcome
 
     def _poll_outcome(self, timeout_s: Optional[float]) -> Optional[JobOutcome]:
@@ -121,11 +138,7 @@ class _RayJobHandle(JobHandle):
                     continue
                 if isinstance(e, GetTimeoutError):
                     return None
-                self._outcome = JobOutcome(
-                    self.job_id, self.job_name, JobStatus.FAILED, 0.0,
-                    TaskFailure("JobMaster", None, type(e).__name__,
-                                f"the job master is gone: {e}", str(e), False))
-                return self._outcome
+                return self._master_gone(e)
             if outcome is not None:
                 self._outcome = outcome
                 return outcome
@@ -198,6 +211,7 @@ class RayExecutor(JobExecutor):
                     "a detached job (execution.attached=false) cannot collect records to "
                     "the driver: there is none once it exits; write to a sink instead")
         ensure_ray(config, cluster_required=detached)
+        check_storage_reachable(config, sum(1 for n in ray.nodes() if n.get("Alive")))
         listeners: List[SocketListener] = []
         endpoints: List[DriverEndpoint] = []
         driver_addresses: Dict[str, Dict[str, Any]] = {}

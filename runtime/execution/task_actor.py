@@ -254,6 +254,12 @@ class TaskActor:
     def metrics(self) -> Dict[str, Any]:
         return self.task.metrics() if self.task is not None else {}
 
+    def heartbeat(self) -> float:
+        """The job master's heartbeat request; the answer is how long the task's loop
+        has gone without a turn (ms; 0 while it progresses or waits on its channels)."""
+        task = self.task
+        return task.stalled_ms() if task is not None else 0.0
+
     def pid(self) -> int:
         import os
         return os.getpid()

@@ -59,6 +59,8 @@ class ChannelStats:
     max_in_flight: int = 0
     blocked: int = 0  # times a write waited for credit (back-pressure)
     blocked_ms: float = 0.0
+    #: ``time.monotonic()`` when the write under way began waiting for credit, else None
+    blocked_since: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(self.__dict__)

@@ -104,9 +104,11 @@ class _InProcessWriter(ChannelWriter):
             if len(ch._frames) >= ch.credits:
                 self.stats.blocked += 1
                 t0 = time.monotonic()
+                self.stats.blocked_since = t0
                 while len(ch._frames) >= ch.credits and not ch._reader_closed:
                     ch._cond.wait(0.5)
                 self.stats.blocked_ms += (time.monotonic() - t0) * 1000
+                self.stats.blocked_since = None
             if ch._reader_closed:
                 raise ChannelClosedError(f"channel {self.channel_id}: the reader is gone")
             ch._frames.append(data)

@@ -39,9 +39,11 @@ class RayChannelWriter(ChannelWriter):
         if len(self._refs) >= self.credits:
             self.stats.blocked += 1
             t0 = time.monotonic()
+            self.stats.blocked_since = t0
             done, self._refs = ray.wait(self._refs, num_returns=1)
             ray.get(done)
             self.stats.blocked_ms += (time.monotonic() - t0) * 1000
+            self.stats.blocked_since = None
         data = encode_frame(frame, self._seq)
         self._refs.append(self._consumer.push_frame.remote(self.channel_id, data))
         self._seq += 1

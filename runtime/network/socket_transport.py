@@ -277,6 +277,7 @@ class SocketChannelWriter(ChannelWriter):
         if self._available <= 0:
             self.stats.blocked += 1
             t0 = time.monotonic()
+            self.stats.blocked_since = t0
             while self._available <= 0:
                 data = self._sock.recv(4096)
                 if not data:
@@ -284,6 +285,7 @@ class SocketChannelWriter(ChannelWriter):
                         f"channel {self.channel_id}: the consumer closed the connection")
                 self._take_credits(data)
             self.stats.blocked_ms += (time.monotonic() - t0) * 1000
+            self.stats.blocked_since = None
         data = encode_frame(frame, self._seq)
         try:
             self._sock.sendall(data)
@@ -406,8 +408,12 @@ class SocketInputGate(InputGate):
             return ready
         wanted = {r.fileno(): r for r in readers}  # type: ignore[attr-defined]
         for fd in list(self._registered):
-            if fd not in wanted:
-                self._sel.unregister(fd)
+            # a closed reader's descriptor number may be reused by a new connection
+            if wanted.get(fd) is not self._registered[fd]:
+                try:
+                    self._sel.unregister(fd)
+                except (KeyError, ValueError, OSError):
+                    pass
                 del self._registered[fd]
         for fd, r in wanted.items():
             if fd not in self._registered:

@@ -130,6 +130,8 @@ class StreamTask:
         self._driver_channels: List[DriverChannel] = []
         self._started = 0.0
         self._finished = 0.0
+        #: clock.monotonic_ms() of the loop's latest turn; None before the loop starts
+        self._loop_turn_ms: Optional[float] = None
 
     # -- control (any thread) ----------------------------------------------------------
     def cancel(self) -> None:
@@ -180,6 +182,22 @@ class StreamTask:
             "duration_ms": round((end - self._started) * 1000, 1) if self._started else 0.0,
             "channels": channels,
         }
+
+    def stalled_ms(self) -> float:
+        """How long the task's loop has gone without a turn (any thread may ask; the
+        heartbeat's payload): 0 before the loop starts, after the task ended, and while
+        a write waits for a slow consumer (back-pressure is not a hang)."""
+        turn = self._loop_turn_ms
+        if turn is None or self._finished:
+            return 0.0
+        for rw in list(self.record_writers.values()):
+            for w in rw.writers:
+                if w.stats.blocked_since is not None:
+                    return 0.0
+        for ch in list(self._driver_channels):
+            if ch.writer.stats.blocked_since is not None:
+                return 0.0
+        return max(0.0, self.clock.monotonic_ms() - turn)
 
     # -- life cycle --------------------------------------------------------------------
     def run(self) -> TaskResult:
@@ -425,6 +443,7 @@ class StreamTask:
     # -- the loops ---------------------------------------------------------------------
     def _housekeeping(self) -> float:
         """Run mailbox actions, due timers and due flushes; seconds until the next duty."""
+        self._loop_turn_ms = self.clock.monotonic_ms()
         self._wakeup.clear()
         while self._mailbox:
             self._mailbox.popleft()()
@@ -449,6 +468,7 @@ class StreamTask:
         head = self.head
         assert isinstance(head, SourceOperator)
         batch_size = self.batch_size
+        self._loop_turn_ms = self.clock.monotonic_ms()
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
             n = head.emit_next(batch_size)
@@ -477,6 +497,7 @@ class StreamTask:
         self._active = live
         gate = self.gate
         skip_records = self.finished_on_restore
+        self._loop_turn_ms = self.clock.monotonic_ms()
 
         while live:
             self._check_cancel()

@@ -1,0 +1,98 @@
+"""Run by tests/multinode/test_node_loss.py in a process of its own: a 3-node Ray cluster on
+this machine (``ray.cluster_utils.Cluster``), a keyed exactly-once job spread over the
+nodes, and a worker node removed mid-job. Prints one JSON line with what happened."""
+
+import json
+import os
+import sys
+import tempfile
+from collections import defaultdict
+
+import ray
+from ray.cluster_utils import Cluster
+
+from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.testing import PAUSE, TestingSource, TransactionalTestingSink, wait_until
+
+KEYS, N = 5, 3_000
+
+
+def exactly_once(committed) -> bool:
+    """Running sums per key, whatever order the source subtasks interleave in: each key
+    has exactly its records' count of distinct sums, ending at its total."""
+    by_key = defaultdict(list)
+    for key, total in committed:
+        by_key[key].append(total)
+    for key in range(KEYS):
+        sums = by_key.get(key, [])
+        mine = [i + 1 for i in range(N) if i % KEYS == key]
+        if len(sums) != len(mine) or len(set(sums)) != len(sums) or max(sums) != sum(mine):
+            return False
+    return set(by_key) == set(range(KEYS))
+
+
+def per_key(committed) -> dict:
+    """For a failure message: per key, (records, distinct sums, last sum, expected)."""
+    by_key = defaultdict(list)
+    for key, total in committed:
+        by_key[key].append(total)
+    return {str(k): (len(v), len(set(v)), max(v), sum(i + 1 for i in range(N) if i % KEYS == k))
+            for k, v in sorted(by_key.items())}
+
+
+def main(work: str) -> dict:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False,
+             include_dashboard=False)
+    cluster.wait_for_nodes()
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        "state.checkpoints.dir": os.path.join(work, "chk"),
+        "flowray.storage.local-paths-shared": "true",  # one machine: one disk
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 10,
+        "restart-strategy.fixed-delay.delay": "500 ms"}))
+    env.enable_checkpointing(200)
+    env.set_parallelism(3)
+    items = []
+    for i in range(N):
+        if i % 50 == 0:
+            items.append(PAUSE(0.1))  # about 6 s of input per source subtask
+        items.append(i)
+    sink = TransactionalTestingSink(os.path.join(work, "out"))
+    (env.from_source(TestingSource(items, ledger_dir=os.path.join(work, "faults")),
+                     WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda i: (i % KEYS, i + 1))  # positive: running sums are distinct
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(sink))
+    client = env.execute_async("node-loss")
+    wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
+    nodes = {}
+    for key, name in client.task_actor_names().items():
+        actor = ray.get_actor(name, namespace=NAMESPACE)
+        nodes[key] = ray.get(actor.address.remote(), timeout=30)["node_id"]
+    master_node = client.get_job_info()["node_id"]
+    by_node = defaultdict(list)
+    for key, node in nodes.items():
+        by_node[node].append(key)
+    candidates = [w for w in workers if by_node.get(w.node_id)]
+    victim = next((w for w in candidates if w.node_id != master_node), None) or candidates[0]
+    committed_before = len(sink.committed())
+    cluster.remove_node(victim)
+    result = client.wait()
+    got = sorted(sink.committed())
+    return {"nodes_with_tasks": len(by_node), "tasks_on_victim": len(by_node[victim.node_id]),
+            "victim_had_master": victim.node_id == master_node,
+            "committed_before_loss": committed_before,
+            "restarts": result.outcome.restarts,
+            "job_master_restarts": result.outcome.job_master_restarts,
+            "exactly_once": exactly_once(got), "records": len(got), "expected": N,
+            "pending": len(sink.pending()), "per_key": per_key(got)}
+
+
+if __name__ == "__main__":
+    work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp()
+    print("RESULT " + json.dumps(main(work)), flush=True)
+    ray.shutdown()

@@ -1,0 +1,55 @@
+"""A job on a cluster of several nodes must keep its storage where every node reaches it
+(issue 14): plain paths fail at submission unless declared shared."""
+
+import pytest
+
+from flowray.common.configuration import Configuration
+from flowray.runtime.execution.storage_reach import (
+    StorageNotSharedError,
+    check_storage_reachable,
+    node_local_paths,
+)
+
+CHK = {"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "/data/chk"}
+
+
+def test_one_node_accepts_any_path():
+    check_storage_reachable(Configuration(CHK), node_count=1)
+
+
+def test_a_plain_checkpoint_path_on_several_nodes_fails_naming_key_and_path():
+    with pytest.raises(StorageNotSharedError) as e:
+        check_storage_reachable(Configuration(CHK), node_count=3)
+    text = str(e.value)
+    assert "state.checkpoints.dir" in text and "/data/chk" in text and "3 nodes" in text
+    assert "flowray.storage.local-paths-shared" in text
+
+
+@pytest.mark.parametrize("path", ["s3://bucket/chk", "gs://b/c", "hdfs://nn/chk"])
+def test_uris_every_node_reaches_pass(path):
+    check_storage_reachable(Configuration({**CHK, "state.checkpoints.dir": path}), 3)
+
+
+def test_file_uris_are_local():
+    conf = Configuration({**CHK, "state.checkpoints.dir": "file:///data/chk"})
+    with pytest.raises(StorageNotSharedError):
+        check_storage_reachable(conf, 2)
+
+
+def test_a_declared_shared_mount_passes():
+    check_storage_reachable(
+        Configuration({**CHK, "flowray.storage.local-paths-shared": "true"}), 3)
+
+
+def test_without_checkpointing_the_checkpoint_dir_does_not_matter():
+    conf = Configuration({"state.checkpoints.dir": "/data/chk"})
+    assert node_local_paths(conf) == []
+    check_storage_reachable(conf, 3)
+
+
+def test_savepoint_and_blocking_partition_folders_count_too():
+    conf = Configuration({"state.savepoints.dir": "/sp",
+                          "execution.runtime-mode": "BATCH",
+                          "flowray.blocking-partitions.dir": "/parts"})
+    assert node_local_paths(conf) == [("state.savepoints.dir", "/sp"),
+                                      ("flowray.blocking-partitions.dir", "/parts")]
