@@ -394,18 +394,25 @@ class JobScheduler:
                     s, lambda t: self.states.get(t) is TaskState.FINISHED)
                 self._schedule()
         elif result.state is TaskState.FAILED:
-            failure = result.failure or task_lost(s, "failed without a cause")
+            failure = result.failure or self._task_lost(s, "failed without a cause")
             self._attempt_failures.append(failure)
             self._on_failure(failure, s)
         elif (result.state is TaskState.CANCELED and self.status is JobStatus.RUNNING
               and s not in self._restarting):
-            self._on_failure(task_lost(s, "was cancelled outside the job master"), s)
+            self._on_failure(self._task_lost(s, "was cancelled outside the job master"), s)
         self._check_progress()
 
     def on_task_lost(self, attempt: int, subtask: SubtaskId, reason: str) -> None:
-        """A task's process died (no result)."""
+        """A task's process died, hangs, or never started (no result)."""
         self.on_task_result(attempt, TaskResult(subtask, TaskState.FAILED,
-                                                task_lost(subtask, reason)))
+                                                self._task_lost(subtask, reason)))
+
+    def _task_lost(self, subtask: SubtaskId, reason: str) -> TaskFailure:
+        """A failure without a result from the task, named as the task names itself."""
+        failure = task_lost(subtask, reason)
+        v = self.eg.vertex(subtask)
+        failure.task = f"{v.name} ({subtask.index + 1}/{v.parallelism})"
+        return failure
 
     def on_acknowledge(self, attempt: int, subtask: SubtaskId, checkpoint_id: int,
                        snapshot: TaskStateSnapshot, metrics: Dict[str, Any]) -> None:

@@ -37,7 +37,9 @@ SRC, SUM0, SUM1 = ALL = EG.subtasks()
 assert (SRC.index, SUM0.index, SUM1.index) == (0, 0, 1) and SUM0.vertex_id == SUM1.vertex_id
 
 
-SRC_NAME, SUM_NAME = f"{SRC.vertex_id}[0]", f"{SUM0.vertex_id}[1]"
+SRC_NAME = f"{SRC.vertex_id}[0]"
+#: how a failure without a result from SUM1 names the task (as the task names itself)
+SUM_NAME = f"{EG.vertex(SUM1).name} (2/{EG.vertex(SUM1).parallelism})"
 
 
 class Harness(SchedulerHarness):
