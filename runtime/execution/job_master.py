@@ -338,6 +338,8 @@ class JobMaster(TaskDeployer):
             alive = {n["NodeID"]: bool(n.get("Alive")) for n in ray.nodes()}
         except Exception:  # noqa: BLE001 - placement is best effort
             return None
+        for node in _draining_nodes():  # about to go: as good as dead for new tasks
+            alive[node] = False
         avoid = self.blocklist.nodes_to_avoid(alive, _now_ms())
         if not avoid:
             return None
@@ -538,6 +540,17 @@ class JobMaster(TaskDeployer):
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
+
+
+def _draining_nodes() -> List[str]:
+    """Nodes Ray is draining (autoscaler scale-down, preemption); Ray has no public API
+    for it yet, so any failure means none."""
+    try:
+        from ray._private.state import state
+
+        return list(state.get_draining_nodes())
+    except Exception:  # noqa: BLE001 - best effort
+        return []
 
 
 def _name_free(name: str, timeout_s: float) -> bool:
