@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/spark_pipeline.py
 	$(PY) benchmarks/windows.py
 	$(PY) benchmarks/savepoints.py
+	$(PY) benchmarks/channel_auth.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
