@@ -13,6 +13,7 @@ from ray.cluster_utils import Cluster
 
 from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
 from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.runtime.execution.storage_reach import StorageNotSharedError
 from flowray.testing import PAUSE, TestingSource, TransactionalTestingSink, wait_until
 
 KEYS, N = 5, 3_000
@@ -41,12 +42,26 @@ def per_key(committed) -> dict:
             for k, v in sorted(by_key.items())}
 
 
+def refuses_node_local_checkpoints(work: str) -> str:
+    """On several nodes a plain checkpoint path not declared shared fails at submission."""
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        "state.checkpoints.dir": os.path.join(work, "local-chk")}))
+    env.enable_checkpointing(1000)
+    env.from_collection([1, 2, 3]).map(lambda x: x).print()
+    try:
+        env.execute("refused")
+    except StorageNotSharedError as e:
+        return str(e)
+    return ""
+
+
 def main(work: str) -> dict:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False,
              include_dashboard=False)
     cluster.wait_for_nodes()
+    refused = refuses_node_local_checkpoints(work)
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
         "state.checkpoints.dir": os.path.join(work, "chk"),
         "flowray.storage.local-paths-shared": "true",  # one machine: one disk
@@ -89,7 +104,8 @@ def main(work: str) -> dict:
             "restarts": result.outcome.restarts,
             "job_master_restarts": result.outcome.job_master_restarts,
             "exactly_once": exactly_once(got), "records": len(got), "expected": N,
-            "pending": len(sink.pending()), "per_key": per_key(got)}
+            "pending": len(sink.pending()), "per_key": per_key(got),
+            "refused_local_checkpoints": refused}
 
 
 if __name__ == "__main__":
