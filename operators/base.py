@@ -15,7 +15,7 @@ import itertools
 import traceback
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
@@ -58,17 +58,20 @@ class UserFunctionError(Exception):
         self.traceback_text = "".join(
             traceback.format_exception(type(cause), cause, cause.__traceback__))
         self.subtask = subtask
+        #: False when the cause says a restart would fail the same way
+        #: (e.g. :class:`~flowray.state.key_types.UnsupportedKeyError`)
+        self.recoverable = getattr(cause, "recoverable", True) is not False
         super().__init__(f"operator {operator_name!r} raised {self.cause_type}: {cause}")
 
     def __reduce__(self):  # keep it picklable whatever the cause was
         return (_rebuild_user_error, (self.operator_name, self.cause_type, self.cause_message,
-                                      self.traceback_text, self.subtask))
+                                      self.traceback_text, self.subtask, self.recoverable))
 
 
-def _rebuild_user_error(name, ctype, cmsg, tb, subtask):
+def _rebuild_user_error(name, ctype, cmsg, tb, subtask, recoverable=True):
     err = UserFunctionError.__new__(UserFunctionError)
     err.operator_name, err.cause_type, err.cause_message = name, ctype, cmsg
-    err.traceback_text, err.subtask = tb, subtask
+    err.traceback_text, err.subtask, err.recoverable = tb, subtask, recoverable
     Exception.__init__(err, f"operator {name!r} raised {ctype}: {cmsg}")
     return err
 
@@ -259,6 +262,8 @@ class OperatorContext:
     batch_execution: bool = False
     #: ``pipeline.auto-watermark-interval`` in ms (0: no periodic watermarks)
     auto_watermark_interval_ms: int = 200
+    #: the job's configuration (Flink keys -> values, as the task got it)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
     def runtime_context(self, operator_name: str) -> RuntimeContext:
         return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,

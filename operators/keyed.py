@@ -12,6 +12,7 @@ from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.key_groups import KeyGroupAssigner
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 
 from flowray.operators.base import (
     OneInputOperator,
@@ -333,7 +334,7 @@ class KeyedReduceOperator(OneInputOperator):
         key_of, reduce, maps, start = self._key_of, self._reduce, self._table.maps, self._start
         out: List[Any] = []
         append = out.append
-        missing = _MISSING
+        missing, plain = _MISSING, PLAIN_KEY_TYPES
         if key_groups is None:
             assign, kg_range = self._assign, self._backend.key_group_range
             key_groups = [assign(key_of(r)) for r in records]
@@ -348,6 +349,9 @@ class KeyedReduceOperator(OneInputOperator):
                 k = key_of(r)
                 m = maps[kg - start]
                 cur = m.get(k, missing)
+                if cur is missing and type(k) not in plain:  # a new key, or another NaN
+                    k = canonical_key(k)
+                    cur = m.get(k, missing)
                 if cur is not missing:
                     r = reduce(cur, r)
                 m[k] = r

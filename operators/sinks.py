@@ -4,8 +4,8 @@ functions, and the driver-bound sinks behind ``print()`` and ``execute_and_colle
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import Any, Callable, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping, Optional
 
 from flowray.operators.base import StreamOperator, adapt_function, close_function, open_function
 
@@ -21,9 +21,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SinkWriterContext:
+    """What a sink's subtask knows of its task. ``config``: the job's configuration
+    (Flink keys -> values, as the task got it; empty when driven by hand)."""
+
     subtask_index: int
     parallelism: int
     attempt_number: int = 0
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 class SinkWriter(abc.ABC):
@@ -65,7 +69,8 @@ class SinkWriterOperator(StreamOperator):
     def open(self) -> None:
         try:
             self.writer = self.sink.create_writer(SinkWriterContext(
-                self.ctx.subtask_index, self.ctx.parallelism, self.ctx.attempt_number))
+                self.ctx.subtask_index, self.ctx.parallelism, self.ctx.attempt_number,
+                self.ctx.config))
         except Exception as e:
             raise self.user_error(e) from e
 

@@ -103,12 +103,20 @@ class TwoPhaseCommitSink(abc.ABC):
     ``recover_and_abort`` handle transactions of a restored checkpoint (default: ``commit``
     / ``abort``); ``finish_recovering_state`` runs after them (e.g. to remove leftovers of
     failed attempts). ``open`` runs before anything else in the subtask, ``close`` last.
+
+    A sink that keeps a transaction's records until ``pre_commit`` should stage them in a
+    :class:`~flowray.operators.staged_records.StagedRecords` (bounded memory: it spills
+    past ``flowray.sink.spill-threshold``, which ``open``'s ``context.config`` carries) and
+    leave it out of the handle's pickled form: a transaction that had not pre-committed is
+    aborted on restore and its records replayed, so staged records never belong in a
+    checkpoint.
     """
 
     default_name = "TwoPhaseCommitSink"
 
     def open(self, context: SinkWriterContext) -> None:
-        """Called first in each subtask: its index, the parallelism, the attempt number."""
+        """Called first in each subtask: its index, the parallelism, the attempt number,
+        the job's configuration."""
 
     @abc.abstractmethod
     def begin_transaction(self) -> Any:
@@ -172,7 +180,8 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
         if self._sink_open:
             return
         ctx = self.ctx
-        context = (SinkWriterContext(ctx.subtask_index, ctx.parallelism, ctx.attempt_number)
+        context = (SinkWriterContext(ctx.subtask_index, ctx.parallelism, ctx.attempt_number,
+                                     ctx.config)
                    if ctx is not None else SinkWriterContext(0, 1, 0))
         try:
             self.sink.open(context)

@@ -39,6 +39,10 @@ class TaskFailure:
     truncated), for the failover strategy's rule 2; None for any other failure."""
     restoring_checkpoint: Optional[int] = None
     """The checkpoint the task was restoring when it failed (None: it failed later)."""
+    recoverable: bool = True
+    """False for a deterministic error a restart would repeat (an unsupported key type):
+    the job fails at once, whatever the restart strategy (Flink's non-recoverable
+    errors)."""
 
     def describe(self) -> str:
         where = (
@@ -46,7 +50,10 @@ class TaskFailure:
             if self.operator
             else f"task {self.task!r}"
         )
-        return f"{where} failed: {self.cause_type}: {self.message}"
+        said = f"{where} failed: {self.cause_type}: {self.message}"
+        if not self.recoverable:
+            said += " (not restarted: the error is deterministic, a restart would repeat it)"
+        return said
 
 
 @dataclass

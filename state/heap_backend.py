@@ -16,7 +16,6 @@ from __future__ import annotations
 import pickle
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-import cloudpickle
 
 from flowray.state.keyed_backend import (
     AggregatingState,
@@ -36,6 +35,13 @@ from flowray.state.descriptors import (
     StateKind,
 )
 from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
+from flowray.state.full_snapshot import (  # the state pickles, defined there
+    FORMAT_V1,
+    dumps_state,
+    loads_state,
+    open_full_snapshot,
+)
 from flowray.state.snapshot import KeyedStateHandle
 
 __all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
@@ -222,6 +228,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     # -- key context -------------------------------------------------------------------
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
+        if type(key) not in PLAIN_KEY_TYPES:
+            key = canonical_key(key)
         if key_group is None:
             key_group = self._assign(key)
         offset = key_group - self.key_group_range.start
@@ -303,30 +311,28 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
                 claimed: bool = True) -> None:
+        """Load this backend's key groups from full snapshots of either format version,
+        heap or RocksDB written (:mod:`flowray.state.full_snapshot`)."""
         for handle in handles:
             if handle is None:
                 continue
-            data = loads_state(read(handle.path), handle.path)
-            if not isinstance(data, dict) or data.get("format") != _FORMAT:
-                raise ValueError(f"{handle.path}: not a heap keyed-state snapshot")
-            kinds = data["kinds"]
-            pickled = data.get("values") == _PICKLED_VALUES  # written from RocksDB
-            for kg, states in data["groups"].items():
-                if kg not in self.key_group_range:
-                    continue
-                for name, entries in states.items():
-                    table = self.get_state_table(name, StateKind(kinds[name]))
-                    if pickled:
-                        entries = {k: pickle.loads(v) for k, v in entries.items()}
-                    table.map_for(kg).update(entries)
+            snapshot = open_full_snapshot(handle.path, read)
+            kinds = snapshot.kinds
+            pickled = snapshot.pickled  # written from RocksDB
+            plain = PLAIN_KEY_TYPES
+            for kg, name, entries in snapshot.records(self.key_group_range):
+                table = self.get_state_table(name, StateKind(kinds[name]))
+                target = table.map_for(kg)
+                for k, v in entries:  # a NaN read back is a new object: canonical again
+                    target[k if type(k) in plain else canonical_key(k)] = (
+                        pickle.loads(v) if pickled else v)
 
     def dispose(self) -> None:
         self._tables.clear()
         self._states.clear()
 
 
-_FORMAT = "flowray-heap-v1"
-_PICKLED_VALUES = "pickled"  # (flowray.state.rocksdb.layout.PICKLED_VALUES)
+_FORMAT = FORMAT_V1  # the heap writes v1: its state is in memory anyway
 
 
 class _HeapSnapshotWriter(KeyedSnapshotWriter):
@@ -343,16 +349,3 @@ class _HeapSnapshotWriter(KeyedSnapshotWriter):
         return KeyedStateHandle(path, self.key_group_range, size)
 
 
-def dumps_state(obj: Any) -> bytes:
-    """Pickle state; falls back to cloudpickle for classes defined in ``__main__`` etc."""
-    try:
-        return pickle.dumps(obj, protocol=5)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return cloudpickle.dumps(obj, protocol=5)
-
-
-def loads_state(data: bytes, where: str) -> Any:
-    try:
-        return pickle.loads(data)
-    except Exception as e:
-        raise ValueError(f"{where}: cannot read state snapshot: {type(e).__name__}: {e}") from e

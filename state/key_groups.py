@@ -15,10 +15,14 @@ True
 
 from __future__ import annotations
 
+import datetime as _dt
 import struct
 import zlib
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Iterator
+
+from flowray.state.key_types import CANONICAL_NAN, identity_form, temporal_bytes
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
@@ -52,11 +56,15 @@ def _fmix32(h: int) -> int:
 
 
 def stable_hash(key: Any) -> int:
-    """A 32-bit hash of ``key`` that is the same in every process, run and machine.
+    """A 32-bit hash of ``key`` that is the same in every process, run and machine, and
+    the same for keys that are one key (:mod:`flowray.state.key_types`: ``1``, ``1.0``,
+    ``True`` and ``Decimal("1")`` hash alike; every NaN hashes alike).
 
-    Supported: ``str``, ``bytes``, ``int`` (and ``bool``), ``float``, ``None`` and tuples of
-    these (so composite keys work). Other types raise ``TypeError`` naming the type, because
-    a hash that silently differs between processes would route one key to two subtasks.
+    Every key type of :mod:`flowray.state.key_types` is supported; any other raises
+    :class:`~flowray.state.key_types.UnsupportedKeyError` naming the type, because a hash
+    that differs between processes would route one key to two subtasks. The values for
+    ``str``, ``bytes``, ``int``, ``bool``, ``float``, ``None`` and tuples of them never change
+    (they place the key groups of existing checkpoints).
     """
     t = type(key)
     if t is str:
@@ -76,13 +84,19 @@ def stable_hash(key: Any) -> int:
     if t is float:
         if key.is_integer():
             return stable_hash(int(key))
+        if key != key:
+            return _NAN_HASH
         return _crc32(_pack_double(key))
     if key is None:
         return 0
-    raise TypeError(
-        f"key of type {t.__name__!r} has no stable hash; key_by must return str, bytes, int, "
-        f"float, bool, None or a tuple of these (got {key!r})"
-    )
+    form = identity_form(key)  # raises UnsupportedKeyError for what is not a key
+    if type(form) in _PLAIN_FORMS:
+        return stable_hash(form)
+    return _crc32(temporal_bytes(form))
+
+
+_NAN_HASH = _crc32(_pack_double(CANONICAL_NAN))
+_PLAIN_FORMS = frozenset({str, int, bytes, float, tuple, type(None)})
 
 
 def compute_key_group_for_key_hash(key_hash: int, max_parallelism: int) -> int:
@@ -154,7 +168,8 @@ def compute_operator_index_for_key_group(
     return key_group * parallelism // max_parallelism
 
 
-_CACHEABLE = frozenset({str, int, bool, float, bytes, tuple})
+_CACHEABLE = frozenset({str, int, bool, float, bytes, tuple, Decimal, _dt.date, _dt.datetime,
+                        _dt.time, _dt.timedelta})
 
 
 class KeyGroupAssigner:

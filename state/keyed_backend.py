@@ -117,7 +117,8 @@ class KeyedSnapshotWriter(abc.ABC):
 
     @abc.abstractmethod
     def write(self, write_file: Callable[[str, bytes], int], path: str) -> Any:
-        """Write the captured state to ``path`` through ``write_file(path, data) -> size``;
+        """Write the captured state to ``path`` through ``write_file(path, data) -> size``
+        (a large one also to files under ``<path>.parts/``, which ``path`` indexes);
         returns a :class:`flowray.state.snapshot.KeyedStateHandle` (``None`` if empty)."""
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "SAVEPOINT_IGNORE_UNCLAIMED_STATE",
     "SAVEPOINTS_DIR",
     "MEMORY_THRESHOLD",
+    "SINK_SPILL_THRESHOLD",
     "FAILOVER_STRATEGY",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
@@ -436,6 +437,23 @@ MEMORY_THRESHOLD = register_option(
     check=_at_most_1mb,
 )
 
+
+
+def _not_negative(v: Any) -> Optional[str]:
+    return None if v >= 0 else "must not be negative"
+
+
+SINK_SPILL_THRESHOLD = register_option(
+    "flowray.sink.spill-threshold",
+    parse_memory_bytes,
+    64 << 20,
+    "Sinks that stage a checkpoint interval's records before writing them (Parquet files, "
+    "Spark tables) keep up to this many bytes of records in memory per subtask, measured "
+    "as their pickled size (Python objects take several times more); past it staged "
+    "records go to a spill file in the local temp folder, read back in pieces of this size "
+    "when the transaction is written. 0 spills every record.",
+    check=_not_negative,
+)
 
 FAILOVER_STRATEGY = register_option(
     "jobmanager.execution.failover-strategy",

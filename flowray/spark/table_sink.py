@@ -19,6 +19,12 @@ The table is resolved on the driver, when the sink is created:
 ``mode="overwrite"`` empties the table when the job is submitted (once, not on restarts).
 The table is refreshed in Spark when the job ends, so queries see the new files.
 
+An epoch's records wait in memory up to ``flowray.sink.spill-threshold`` bytes (64 mb;
+``spill_threshold=`` overrides it for this sink); past it they spill to a file in the
+task's local temp folder and are read back piece by piece when the epoch's file is written
+(:mod:`flowray.operators.staged_records`), so a long interval, or a job without
+checkpointing, does not hold all its records in memory.
+
     sink = SparkTableSink("totals", output_type=Types.ROW_NAMED(
         ["user", "total"], [Types.STRING(), Types.LONG()]))
     stream.sink_to(sink)
@@ -141,7 +147,8 @@ class SparkTableSink(ParquetFilesSink):
     default_name = "SparkTableSink"
 
     def __init__(self, table: str, mode: str = "append",
-                 output_type: Optional[TypeInformation] = None, spark: Any = None) -> None:
+                 output_type: Optional[TypeInformation] = None, spark: Any = None,
+                 spill_threshold: Optional[int] = None) -> None:
         from flowray.spark.session import get_or_create_spark
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -150,6 +157,9 @@ class SparkTableSink(ParquetFilesSink):
                              f"got {mode!r}")
         if not isinstance(table, str) or not table:
             raise ValueError(f"SparkTableSink: table must be a table name, got {table!r}")
+        if spill_threshold is not None and spill_threshold < 0:
+            raise ValueError(f"SparkTableSink: spill_threshold must not be negative, got "
+                             f"{spill_threshold}")
         spark = spark if spark is not None else get_or_create_spark()
         wanted = arrow_schema_of(output_type) if output_type is not None else None
         self.table, self.mode = table, mode
@@ -175,7 +185,7 @@ class SparkTableSink(ParquetFilesSink):
                           f"LOCATION '{location}'")
             self._register_at_end = wanted is None
         super().__init__(_local_dir(location, table), schema,
-                         description=f"Spark table {table!r}")
+                         description=f"Spark table {table!r}", spill_threshold=spill_threshold)
 
     def __repr__(self) -> str:
         return f"SparkTableSink({self.table!r}, mode={self.mode!r})"

@@ -21,6 +21,16 @@ failures of one attempt to report).
 (True, ['a', 'b'], 500)
 >>> handler.handle_task_failure("c", task_lost("c", "again")).can_restart
 False
+
+A failure marked not recoverable (a deterministic error) is never restarted:
+
+>>> from flowray.runtime.messages import TaskFailure
+>>> handler = ExecutionFailureHandler(RestartPipelinedRegionFailoverStrategy(t),
+...                                   FixedDelayRestartStrategy(5, 500), ManualClock())
+>>> bad_key = TaskFailure("b (1/1)", "key_by key selector", "UnsupportedKeyError", "...", "",
+...                       True, recoverable=False)
+>>> handler.handle_task_failure("b", bad_key).can_restart
+False
 """
 
 from __future__ import annotations
@@ -79,6 +89,9 @@ class ExecutionFailureHandler:
         return self._decide(failure, set(deployed))
 
     def _decide(self, failure: TaskFailure, tasks: Set[Any]) -> FailureHandlingResult:
+        if not failure.recoverable:  # deterministic: a restart would fail the same way
+            return FailureHandlingResult(failure, False, frozenset(tasks), 0,
+                                         "none: the error is not recoverable")
         self.restart_strategy.notify_failure(int(self.clock.monotonic_ms()))
         if not self.restart_strategy.can_restart():
             return FailureHandlingResult(failure, False, frozenset(tasks), 0,

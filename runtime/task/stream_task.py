@@ -244,7 +244,8 @@ class StreamTask:
         task = self.tdd.display_name
         if isinstance(e, UserFunctionError):
             return TaskFailure(
-                task, e.operator_name, e.cause_type, e.cause_message, e.traceback_text, True
+                task, e.operator_name, e.cause_type, e.cause_message, e.traceback_text, True,
+                recoverable=getattr(e, "recoverable", True),
             )
         if isinstance(e, KeySelectorError):
             cause = e.cause
@@ -255,6 +256,7 @@ class StreamTask:
                 str(cause),
                 "".join(traceback.format_exception(type(cause), cause, cause.__traceback__)),
                 True,
+                recoverable=getattr(cause, "recoverable", True) is not False,
             )
         return TaskFailure(
             task,
@@ -266,6 +268,7 @@ class StreamTask:
             failed_channel=(e.channel_id or None)
             if isinstance(e, PartitionNotFoundError)
             else None,
+            recoverable=getattr(e, "recoverable", True) is not False,
         )
 
     def _check_cancel(self) -> None:
@@ -310,6 +313,7 @@ class StreamTask:
             open_driver_channel=self._open_driver_channel,
             batch_execution=config.get(RUNTIME_MODE) == "BATCH",
             auto_watermark_interval_ms=config.get(AUTO_WATERMARK_INTERVAL),
+            config=dict(tdd.config),
         )
 
         for out in tdd.outputs:

@@ -17,9 +17,14 @@ are pickled and must pickle deterministically (equal keys, equal bytes).
 
 Checkpoints are full snapshots: the synchronous part creates a RocksDB checkpoint (hard
 links to the SST files, after a memtable flush) under ``working_dir``; the asynchronous part
-opens it read-only, writes the portable keyed-state format that the heap backend writes too
-(``flowray-heap-v1``), and deletes it. :meth:`RocksDBKeyedStateBackend.restore` reads that
-format, so state moves freely between the heap and the RocksDB backend.
+opens it read-only, streams it in key order -- key group by key group, every state's
+entries of a group before the next group -- into the portable keyed-state format
+(``flowray-keyed-v2``, :mod:`flowray.state.full_snapshot`: parts of about
+``snapshot_part_bytes`` and an index of each key group's offsets; never the whole database
+in memory), and deletes it. :meth:`RocksDBKeyedStateBackend.restore` reads that format and
+the heap backend's ``flowray-heap-v1`` (which RocksDB wrote before v2) part by part, only the
+parts holding its key groups, so state moves freely between the heap and the RocksDB
+backend.
 
 With ``incremental=True`` checkpoints are incremental (Flink's incremental RocksDB
 checkpoints, docs/design.md): the synchronous part flushes and creates the RocksDB

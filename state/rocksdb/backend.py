@@ -18,7 +18,8 @@ from flowray.state.descriptors import (
     StateDescriptor,
     StateKind,
 )
-from flowray.state.heap_backend import dumps_state, loads_state
+from flowray.state.full_snapshot import DEFAULT_PART_BYTES, open_full_snapshot
+from flowray.state.heap_backend import dumps_state
 from flowray.state.key_groups import (
     UPPER_BOUND_MAX_PARALLELISM,
     KeyGroupAssigner,
@@ -30,10 +31,9 @@ from flowray.state.keyed_backend import (
     State,
     StateAccessError,
 )
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
-    PICKLED_VALUES,
-    SNAPSHOT_FORMAT,
     _kg_prefix,
     _loads,
     _raw_options,
@@ -61,6 +61,34 @@ __all__ = ["RocksDBKeyedStateBackend"]
 # ---------------------------------------------------------------------------------------
 
 
+class _BoundedWriteBatch:
+    """Puts into ``db`` collected in write batches of at most about ``max_bytes`` or
+    ``max_entries`` (a restore never holds the whole state in one batch)."""
+
+    def __init__(self, db: Rdict, write_opts: WriteOptions, max_bytes: int = 4 << 20,
+                 max_entries: int = 10_000) -> None:
+        self._db = db
+        self._write_opts = write_opts
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._batch = WriteBatch(raw_mode=True)
+        self._bytes = 0
+        self._entries = 0
+
+    def put(self, key: bytes, value: bytes, cf_handle: Any) -> None:
+        self._batch.put(key, value, cf_handle)
+        self._bytes += len(key) + len(value)
+        self._entries += 1
+        if self._bytes >= self.max_bytes or self._entries >= self.max_entries:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._entries:
+            self._db.write(self._batch, self._write_opts)
+            self._batch = WriteBatch(raw_mode=True)
+            self._bytes = self._entries = 0
+
+
 class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state in a RocksDB instance under ``working_dir`` (owned by the backend: any
     earlier content of ``working_dir/db`` is discarded, :meth:`dispose` deletes the whole
@@ -68,7 +96,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     ``incremental``: take incremental checkpoints (see the module doc); the task must then
     call :meth:`notify_checkpoint_complete` for each completed checkpoint, or every
-    checkpoint uploads all SST files again."""
+    checkpoint uploads all SST files again. ``snapshot_part_bytes``: full snapshots and
+    savepoints are written and read back in parts of about this size (the memory they
+    need; :mod:`flowray.state.full_snapshot`)."""
 
     def __init__(
         self,
@@ -76,6 +106,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         max_parallelism: int,
         working_dir: str,
         incremental: bool = False,
+        snapshot_part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
             raise ValueError(
@@ -104,6 +135,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._current_key_group = -1
         self._current_db_key: Optional[bytes] = None
         self.incremental = bool(incremental)
+        if snapshot_part_bytes <= 0:
+            raise ValueError(f"snapshot_part_bytes must be positive, got {snapshot_part_bytes}")
+        self.snapshot_part_bytes = snapshot_part_bytes
         # incremental checkpoints: SST name -> (remote path, size) of the last confirmed
         # checkpoint (Flink's materializedSstFiles), and the uploads of unconfirmed ones
         self._upload_lock = threading.Lock()
@@ -116,6 +150,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # -- key context -------------------------------------------------------------------
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
+        if type(key) not in PLAIN_KEY_TYPES:
+            key = canonical_key(key)
         if key_group is None:
             key_group = self._assign(key)
         offset = key_group - self.key_group_range.start
@@ -215,8 +251,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> KeyedSnapshotWriter:
-        """Create a RocksDB checkpoint (hard links) now; the writer serializes (full) or
-        uploads (incremental) it later. A savepoint is always a full snapshot."""
+        """Create a RocksDB checkpoint (hard links) now; the writer streams it into the
+        portable format (full) or uploads it (incremental) later. A savepoint is always a
+        full snapshot."""
         if self._db is None:
             raise StateAccessError("cannot snapshot a disposed backend")
         kinds = {name: kind.value for name, kind in self._kinds.items()}
@@ -227,7 +264,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         os.makedirs(self._snapshot_dir, exist_ok=True)
         path = os.path.join(self._snapshot_dir, f"chk-{checkpoint_id}-{next(self._snapshot_seq)}")
         Checkpoint(self._db).create_checkpoint(path)
-        return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range)
+        return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range,
+                                         part_bytes=self.snapshot_part_bytes)
 
     def _snapshot_incremental(
         self, checkpoint_id: int, kinds: Dict[str, str]
@@ -361,12 +399,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
                 claimed: bool = True) -> None:
-        """Load this backend's key groups from full snapshots (heap or RocksDB written) and
-        incremental RocksDB checkpoints. One incremental handle of exactly this backend's
-        range, restored before any state is registered, replaces the database by the
-        checkpoint's files (and its SST files become the confirmed base, so the next
-        incremental checkpoint references them); otherwise (rescaling) the key groups of
-        this backend are copied out of each checkpoint."""
+        """Load this backend's key groups from full snapshots (either format version, heap
+        or RocksDB written; v2 is read part by part, only the parts holding this backend's
+        key groups) and incremental RocksDB checkpoints. One incremental handle of exactly
+        this backend's range, restored before any state is registered, replaces the
+        database by the checkpoint's files (and its SST files become the confirmed base, so
+        the next incremental checkpoint references them); otherwise (rescaling) the key
+        groups of this backend are copied out of each checkpoint."""
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
         handles = [h for h in handles if h is not None]
@@ -381,29 +420,28 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for handle in handles:
             if isinstance(handle, IncrementalKeyedStateHandle):
                 self._restore_incremental_by_copy(handle, read)
-                continue
-            data = loads_state(read(handle.path), handle.path)
-            if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError(
-                    f"{handle.path}: not a full keyed-state snapshot (format {SNAPSHOT_FORMAT!r})"
-                )
-            kinds = data["kinds"]
-            pickled = data.get("values") == PICKLED_VALUES  # stored as they are
-            batch = WriteBatch(raw_mode=True)
-            count = 0
-            for kg, states in data["groups"].items():
-                if kg not in self.key_group_range:
-                    continue
-                prefix = self._prefixes[kg - self.key_group_range.start]
-                for name, entries in states.items():
-                    self._column_family(name, StateKind(kinds[name]))
-                    cf_handle = self._db.get_column_family_handle(_CF_PREFIX + name)
-                    for key, value in entries.items():
-                        batch.put(prefix + encode_key(key),
-                                  value if pickled else dumps_state(value), cf_handle)
-                        count += 1
-            if count:
-                self._db.write(batch, self._write_opts)
+            else:
+                self._restore_full(handle.path, read)
+
+    def _restore_full(self, path: str, read: Callable[[str], bytes]) -> None:
+        """Copy this backend's key groups out of a full snapshot (either version, heap or
+        RocksDB written), record by record; the database is written in bounded batches."""
+        snapshot = open_full_snapshot(path, read)
+        kinds = snapshot.kinds
+        pickled = snapshot.pickled  # RocksDB's pickles are stored as they are
+        batch = _BoundedWriteBatch(self._db, self._write_opts)
+        cf_handles: Dict[str, Any] = {}
+        for kg, name, entries in snapshot.records(self.key_group_range):
+            cf_handle = cf_handles.get(name)
+            if cf_handle is None:
+                self._column_family(name, StateKind(kinds[name]))
+                cf_handle = cf_handles[name] = self._db.get_column_family_handle(
+                    _CF_PREFIX + name)
+            prefix = self._prefixes[kg - self.key_group_range.start]
+            for key, value in entries:
+                batch.put(prefix + encode_key(key), value if pickled else dumps_state(value),
+                          cf_handle)
+        batch.flush()
 
     def dispose(self) -> None:
         """Close the database and delete ``working_dir``. Idempotent."""

@@ -1,6 +1,7 @@
 """How keyed state is laid out in RocksDB: column family ``"state/<name>"`` per state, and a
 key = 2-byte big-endian key group + the key's stable byte encoding (:func:`encode_key`), so
-a key-group range is a contiguous key range.
+a key-group range is a contiguous key range. Keys that are one key
+(:mod:`flowray.state.key_types`) have one encoding: a key is encoded by its identity form.
 
 >>> decode_key(encode_key(("user", 7, None, b"x", 2.5)))
 ('user', 7, None, b'x', 2.5)
@@ -14,17 +15,17 @@ import pickle
 import struct
 from typing import Any, Tuple
 
-from flowray.state.heap_backend import dumps_state
+from flowray.state.key_types import (
+    CANONICAL_NAN,
+    DATE_TAG,
+    DECIMAL_TAG,
+    decode_temporal,
+    identity_form,
+    temporal_bytes,
+)
 from rocksdict import Options
 
-__all__ = ["SNAPSHOT_FORMAT", "PICKLED_VALUES", "encode_key", "decode_key"]
-
-
-#: The portable full-snapshot format, shared with :mod:`flowray.state.heap_backend`.
-SNAPSHOT_FORMAT = "flowray-heap-v1"
-#: ``"values"`` of a full snapshot whose values are pickles (written from RocksDB);
-#: without it values are the objects themselves (written from the heap)
-PICKLED_VALUES = "pickled"
+__all__ = ["encode_key", "decode_key"]
 
 _MISSING = object()
 
@@ -38,12 +39,16 @@ _loads = pickle.loads
 # stable key encoding
 # ---------------------------------------------------------------------------------------
 
+# _T_FALSE, _T_TRUE and _T_PICKLE are no longer written (booleans encode as integers, and a
+# type without a stable identity is refused) but still read: keys written before
 _T_NONE, _T_FALSE, _T_TRUE = 0x00, 0x01, 0x02
-
-
 _T_INT, _T_FLOAT, _T_STR, _T_BYTES, _T_TUPLE, _T_PICKLE = 0x10, 0x11, 0x12, 0x13, 0x14, 0x7F
 
 _pack_f64 = struct.Struct(">d").pack
+
+# date, datetime, time, timedelta, Decimal: flowray.state.key_types' tags, then a varint
+# length and the payload
+_TEMPORAL_TAGS_FIRST, _TEMPORAL_TAGS_LAST = DATE_TAG, DECIMAL_TAG
 
 
 _unpack_f64 = struct.Struct(">d").unpack_from
@@ -68,38 +73,48 @@ def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
 
 
 def _encode_into(key: Any, out: bytearray) -> None:
+    """Encode ``key``'s identity form (:func:`~flowray.state.key_types.identity_form`), so
+    keys that are one key (``1``, ``1.0``, ``True``; any NaN) have one encoding."""
     t = type(key)
     if t is str:
         data = key.encode("utf-8", "surrogatepass")
         out.append(_T_STR)
         _varint(len(data), out)
         out += data
-    elif t is int:
-        data = key.to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
+    elif t is int or t is bool:
+        data = int(key).to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
         out.append(_T_INT)
         _varint(len(data), out)
         out += data
     elif key is None:
         out.append(_T_NONE)
-    elif t is bool:
-        out.append(_T_TRUE if key else _T_FALSE)
     elif t is bytes:
         out.append(_T_BYTES)
         _varint(len(key), out)
         out += key
     elif t is float:
-        out.append(_T_FLOAT)
-        out += _pack_f64(key + 0.0)  # -0.0 + 0.0 == 0.0: equal floats, equal bytes
+        if key.is_integer():
+            _encode_into(int(key), out)
+        else:
+            out.append(_T_FLOAT)
+            out += _pack_f64(CANONICAL_NAN if key != key else key)
     elif t is tuple:
         out.append(_T_TUPLE)
         _varint(len(key), out)
         for item in key:
             _encode_into(item, out)
-    else:  # namedtuples, enums, ...: must pickle deterministically
-        data = dumps_state(key)
-        out.append(_T_PICKLE)
-        _varint(len(data), out)
-        out += data
+    else:
+        form = identity_form(key)  # raises UnsupportedKeyError for what is not a key
+        if type(form) in _PLAIN_FORMS:
+            _encode_into(form, out)
+        else:
+            data = temporal_bytes(form)
+            out.append(data[0])
+            _varint(len(data) - 1, out)
+            out += data[1:]
+
+
+_PLAIN_FORMS = frozenset({str, int, bytes, float, tuple, type(None)})
 
 
 def encode_key(key: Any) -> bytes:
@@ -107,7 +122,7 @@ def encode_key(key: Any) -> bytes:
 
     >>> encode_key("ab")
     b'\\x12\\x02ab'
-    >>> encode_key(1) != encode_key(1.0) != encode_key(True)
+    >>> encode_key(1) == encode_key(1.0) == encode_key(True)
     True
     """
     if type(key) is str:  # the hot path
@@ -142,6 +157,9 @@ def _decode_at(buf: bytes, pos: int) -> Tuple[Any, int]:
         return True, pos
     if tag == _T_FLOAT:
         return _unpack_f64(buf, pos)[0], pos + 8
+    if _TEMPORAL_TAGS_FIRST <= tag <= _TEMPORAL_TAGS_LAST:
+        n, pos = _read_varint(buf, pos)
+        return decode_temporal(tag, bytes(buf[pos:pos + n])), pos + n
     if tag == _T_TUPLE:
         n, pos = _read_varint(buf, pos)
         items = []

@@ -1,5 +1,6 @@
-"""The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` writes the
-portable ``flowray-heap-v1`` format from a RocksDB checkpoint (values as their pickles); the incremental writer uploads
+"""The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` streams a
+RocksDB checkpoint into the portable ``flowray-keyed-v2`` format key group by key group
+(values as their pickles; :mod:`flowray.state.full_snapshot`); the incremental writer uploads
 new SST files as shared files and the rest as private ones.
 """
 
@@ -9,62 +10,80 @@ import os
 import posixpath
 import shutil
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from flowray.state.heap_backend import dumps_state
+from flowray.state.full_snapshot import (
+    DEFAULT_PART_BYTES,
+    DEFAULT_RECORD_BYTES,
+    StreamedSnapshotWriter,
+    WriterStats,
+)
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import (
     KeyedSnapshotWriter,
 )
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
-    PICKLED_VALUES,
-    SNAPSHOT_FORMAT,
     _raw_options,
     decode_key,
 )
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 from rocksdict import AccessType, Rdict
 
-__all__ = ["RocksDBIncrementalSnapshotWriter"]
+__all__ = ["RocksDBFullSnapshotWriter", "RocksDBIncrementalSnapshotWriter"]
+
+#: one database entry in snapshot order: (key group, state, key, value pickle, size)
+_Entry = Tuple[int, str, Any, bytes, int]
+
+
+def _column_entries(name: str, items: Iterator[Tuple[bytes, bytes]]) -> Iterator[_Entry]:
+    """The raw entries of one column family as snapshot entries (keys decoded)."""
+    for k, v in items:
+        yield int.from_bytes(k[:2], "big"), name, decode_key(k, 2), v, len(k) + len(v)
+
+
+def key_group_ordered(columns: List[Iterator[_Entry]]) -> Iterator[_Entry]:
+    """Entries of several column families (each in key order, so key groups ascend),
+    interleaved key group by key group: every column's entries of key group ``g`` (in
+    column order) before any entry of ``g + 1``. Holds one entry per column.
+
+    >>> a = iter([(0, "a", "x", b"1", 2), (2, "a", "y", b"2", 2)])
+    >>> b = iter([(1, "b", "z", b"3", 2), (2, "b", "w", b"4", 2)])
+    >>> [(e[0], e[1]) for e in key_group_ordered([a, b])]
+    [(0, 'a'), (1, 'b'), (2, 'a'), (2, 'b')]
+    """
+    heads: List[Optional[_Entry]] = [next(it, None) for it in columns]
+    while True:
+        live = [h[0] for h in heads if h is not None]
+        if not live:
+            return
+        group = min(live)
+        for i, it in enumerate(columns):
+            head = heads[i]
+            while head is not None and head[0] == group:
+                yield head
+                head = next(it, None)
+            heads[i] = head
 
 
 class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
-    """Serializes a RocksDB checkpoint directory to the portable full-snapshot format and
-    deletes the directory. Runs in any thread; uses nothing of the live database."""
+    """Streams a RocksDB checkpoint directory into the portable full-snapshot format
+    (``flowray-keyed-v2``: key group by key group, in parts of about ``part_bytes``; never
+    the whole database in memory) and deletes the directory. Runs in any thread; uses
+    nothing of the live database. After :meth:`write`, :attr:`stats` tells what it held
+    at most."""
 
     def __init__(
-        self, checkpoint_path: Optional[str], kinds: Dict[str, str], key_group_range: KeyGroupRange
+        self, checkpoint_path: Optional[str], kinds: Dict[str, str],
+        key_group_range: KeyGroupRange, part_bytes: int = DEFAULT_PART_BYTES,
+        record_bytes: int = DEFAULT_RECORD_BYTES,
     ) -> None:
         self.checkpoint_path = checkpoint_path
         self.kinds = kinds
         self.key_group_range = key_group_range
-
-    def _read_groups(self) -> Dict[int, Dict[str, Dict[Any, Any]]]:
-        groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
-        cfs = {_CF_PREFIX + name: _raw_options() for name in self.kinds}
-        db = Rdict(
-            self.checkpoint_path,
-            _raw_options(),
-            column_families=cfs,
-            access_type=AccessType.read_only(),
-        )
-        try:
-            for name in self.kinds:
-                cf = db.get_column_family(_CF_PREFIX + name)
-                try:
-                    current_kg, entries = -1, None
-                    for k, v in cf.items():
-                        kg = int.from_bytes(k[:2], "big")
-                        if kg != current_kg:
-                            current_kg = kg
-                            entries = groups.setdefault(kg, {}).setdefault(name, {})
-                        entries[decode_key(k, 2)] = v  # type: ignore[index]
-                finally:
-                    cf.close()
-        finally:
-            db.close()
-        return groups
+        self.part_bytes = part_bytes
+        self.record_bytes = record_bytes
+        self.stats: Optional[WriterStats] = None
 
     def write(
         self, write_file: Callable[[str, bytes], int], path: str
@@ -72,17 +91,43 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         if self.checkpoint_path is None:
             return None
         try:
-            groups = self._read_groups()
+            out = StreamedSnapshotWriter(write_file, path, self.kinds, pickled_values=True,
+                                         part_bytes=self.part_bytes,
+                                         record_bytes=self.record_bytes)
+            self.stats = out.stats
+            self._stream(out)
+            size = out.finish()
         finally:
             self.discard()
-        if not groups:
+        if size is None:
             return None
-        # values stay the pickles RocksDB holds (a reader unpickles them, or a RocksDB
-        # backend stores them as they are)
-        data = dumps_state({"format": SNAPSHOT_FORMAT, "kinds": self.kinds, "groups": groups,
-                            "values": PICKLED_VALUES})
-        size = write_file(path, data)
         return KeyedStateHandle(path, self.key_group_range, size)
+
+    def _stream(self, out: StreamedSnapshotWriter) -> None:
+        """Feed every entry of the checkpoint to ``out``, key group by key group."""
+        cfs = {_CF_PREFIX + name: _raw_options() for name in self.kinds}
+        db = Rdict(
+            self.checkpoint_path,
+            _raw_options(),
+            column_families=cfs,
+            access_type=AccessType.read_only(),
+        )
+        handles: List[Rdict] = []
+        columns: List[Iterator[_Entry]] = []
+        try:
+            for name in self.kinds:
+                cf = db.get_column_family(_CF_PREFIX + name)
+                handles.append(cf)
+                columns.append(_column_entries(name, cf.items()))
+            add = out.add
+            for kg, name, key, value, size in key_group_ordered(columns):
+                add(kg, name, key, value, size)
+        finally:
+            for column in columns:  # drop the database iterators before closing it
+                column.close()  # type: ignore[attr-defined]
+            for cf in handles:
+                cf.close()
+            db.close()
 
     def discard(self) -> None:
         """Delete the checkpoint directory (``write`` does it; call it to abandon)."""

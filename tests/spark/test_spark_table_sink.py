@@ -65,21 +65,27 @@ class _Slow(MapFunction):
 
 
 def test_exactly_once_with_task_actors_killed_twice(spark, tmp_path):
+    """Also with every epoch past the spill threshold: staged records go to spill files,
+    which a killed task loses with its epoch (replayed) and a pre-commit reads back."""
     n, out = 40_000, _name("doubled")
     df = spark.range(0, n).selectExpr("id", "concat('u', cast(id % 31 as string)) as user",
                                       "cast(id % 5 as bigint) as amount").repartition(4)
     env = _env(tmp_path)
+    env.get_configuration().set_string("flowray.sink.spill-threshold", "4 kb")
     sink = SparkTableSink(out, output_type=Types.ROW_NAMED(
         ["id", "user", "amount"], [Types.LONG(), Types.STRING(), Types.LONG()]))
     env.from_spark(df).map(_Slow()).sink_to(sink)
     client = env.execute_async("spark-exactly-once")
     injector = FaultInjector(client)
 
-    def committed_rows():
+    def committed_metadata():
         import pyarrow.parquet as pq
         import os
         files = [f for f in os.listdir(sink.directory) if f.endswith(".parquet")]
-        return sum(pq.read_metadata(os.path.join(sink.directory, f)).num_rows for f in files)
+        return [pq.read_metadata(os.path.join(sink.directory, f)) for f in files]
+
+    def committed_rows():
+        return sum(m.num_rows for m in committed_metadata())
 
     for threshold in (n // 5, n // 2):
         wait_until(lambda: committed_rows() >= threshold, 180, f"{threshold} committed rows",
@@ -92,6 +98,8 @@ def test_exactly_once_with_task_actors_killed_twice(spark, tmp_path):
                                       f"duplicated {sum(c - 1 for c in ids.values() if c > 1)}")
     assert dict(spark.sql(f"select sum(amount) as s from {out}").first().asDict()) == \
         {"s": 2 * sum(i % 5 for i in range(n))}
+    # epochs spilled: their files were written back piece by piece (several row groups)
+    assert any(m.num_row_groups > 1 for m in committed_metadata())
 
 
 def test_overwrite_replaces_and_append_adds(spark, tmp_path):
