@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from typing import Any, Dict, Mapping, Optional
 
 from flowray.state.keyed_backend import KeyedStateBackend
@@ -28,16 +27,20 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
                          max_parallelism: int, job_id: str, subtask_key: str,
                          attempt: int) -> KeyedStateBackend:
     """The keyed backend ``config`` names for one subtask; RocksDB gets a working folder
-    of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``)."""
+    of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``; without a
+    localdir, ``<tmp>/flowray-<uid>/rocksdb/<job>/...``, private to the user)."""
     from flowray.common.options import ROCKSDB_INCREMENTAL, ROCKSDB_LOCAL_DIR, STATE_BACKEND_TYPE
     from flowray.common.configuration import Configuration
+    from flowray.common.files import user_temp_dir
     conf = Configuration(dict(config))
     if conf.get(STATE_BACKEND_TYPE) == "hashmap":
         return HeapKeyedStateBackend(key_group_range, max_parallelism)
     from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
-    root = conf.get(ROCKSDB_LOCAL_DIR) or tempfile.gettempdir()
+    local_dir = conf.get(ROCKSDB_LOCAL_DIR)
+    root = (os.path.join(local_dir, "flowray-rocksdb") if local_dir
+            else user_temp_dir("rocksdb"))
     safe = subtask_key.replace(":", "-").replace("/", "_")
-    job_dir = os.path.join(root, "flowray-rocksdb", job_id)
+    job_dir = os.path.join(root, job_id)
     _remove_earlier_attempts(job_dir, safe, attempt)
     working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
     return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import tempfile
+from typing import Optional
 
-__all__ = ["safe_file_name", "fsync_dir", "atomic_write"]
+__all__ = ["safe_file_name", "fsync_dir", "atomic_write", "user_temp_dir", "UnsafeTempDirError"]
 
 _MAX_NAME = 200  # file names stay well under the usual 255-byte limit
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -70,3 +73,34 @@ def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(os.path.dirname(path) or ".")
+
+
+class UnsafeTempDirError(RuntimeError):
+    """A per-user temp folder exists but belongs to another user or is not a folder."""
+
+
+def user_temp_dir(name: str, base: Optional[str] = None) -> str:
+    """``<base>/flowray-<uid>/<name>`` (base: the system temp folder), created readable by
+    this user only (0700). Another user's folder of that name, or a symlink in its place,
+    is refused with :class:`UnsafeTempDirError` instead of being used: files in it (state,
+    partitions, sockets) must not be readable or replaceable by anyone else.
+
+    >>> import tempfile
+    >>> path = user_temp_dir("doc", tempfile.mkdtemp())
+    >>> oct(os.stat(path).st_mode & 0o777), oct(os.stat(os.path.dirname(path)).st_mode & 0o777)
+    ('0o700', '0o700')
+    """
+    root = os.path.join(base or tempfile.gettempdir(), f"flowray-{os.getuid()}")
+    for folder in (root, os.path.join(root, name)):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise UnsafeTempDirError(
+                f"{folder} is not a folder of user {os.getuid()} (owner {st.st_uid}); "
+                "remove it or point flowray at another temp folder (TMPDIR)")
+        if st.st_mode & 0o077:
+            os.chmod(folder, 0o700)
+    return os.path.join(root, name)

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from flowray.common.configuration import (
     INFINITE,
@@ -36,6 +36,7 @@ __all__ = [
     "CHANNEL_TRANSPORT",
     "CHANNEL_BATCH_SIZE",
     "CHANNEL_CREDITS",
+    "CHANNEL_BATCH_BYTES",
     "DEPLOY_TIMEOUT",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
@@ -85,6 +86,46 @@ def _max_parallelism(v: int) -> Optional[str]:
     return None if 0 < v <= 32768 else "must be in [1, 32768]"
 
 
+def _show_count(n: int) -> str:
+    return str(n)
+
+
+def _show_bytes(n: int) -> str:
+    """``1024`` -> ``'1 kb'``: sizes in the units a user writes them in."""
+    for unit, size in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} b"
+
+
+def _show_ms(ms: int) -> str:
+    """``86_400_000`` -> ``'24 h'``: durations in the units a user writes them in."""
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+def _bounded(low: int, high: int, show: Callable[[int], str] = _show_count,
+             below: str = "must be positive") -> Callable[[Any], Optional[str]]:
+    """A ``check=`` keeping a value in ``[low, high]`` (both included); either message
+    gives the allowed range, e.g. ``must be at most 10000; allowed range [1, 10000]``."""
+    allowed = f"allowed range [{show(low)}, {show(high)}]"
+
+    def check(v: Any) -> Optional[str]:
+        if v < low:
+            return f"{below}; {allowed}"
+        if v > high:
+            return f"must be at most {show(high)}; {allowed}"
+        return None
+
+    return check
+
+
+_HOUR_MS = 3_600_000
+_DAY_MS = 24 * _HOUR_MS
+
+
 PARALLELISM = register_option(
     "parallelism.default", parse_int, 1, "Default parallelism of operators.", check=_positive
 )
@@ -103,6 +144,7 @@ BUFFER_TIMEOUT = register_option(
     parse_duration_ms,
     100,
     "Longest time a record waits in a channel batch before it is sent.",
+    check=_bounded(0, 10 * 60_000, _show_ms, "must not be negative"),
 )
 
 
@@ -159,8 +201,9 @@ CHANNEL_BATCH_SIZE = register_option(
     "flowray.channel.batch-size",
     parse_int,
     1000,
-    "Records per channel batch before it is flushed.",
-    check=_positive,
+    "Records per channel batch before it is flushed (at most; see "
+    "flowray.channel.batch-bytes).",
+    check=_bounded(1, 1_000_000),
 )
 
 
@@ -169,7 +212,16 @@ CHANNEL_CREDITS = register_option(
     parse_int,
     8,
     "Batches a writer may have unacknowledged per channel.",
-    check=_positive,
+    check=_bounded(1, 10_000),
+)
+
+CHANNEL_BATCH_BYTES = register_option(
+    "flowray.channel.batch-bytes",
+    parse_memory_bytes,
+    1 << 20,
+    "Bytes per channel batch (about): a batch is flushed at batch-size records or at about "
+    "this many serialized bytes, whichever comes first.",
+    check=_bounded(1 << 10, 1 << 30, _show_bytes, "must be at least 1 kb"),
 )
 
 DEPLOY_TIMEOUT = register_option(
@@ -177,7 +229,7 @@ DEPLOY_TIMEOUT = register_option(
     parse_duration_ms,
     120_000,
     "How long tasks may take to start and connect their channels.",
-    check=_positive,
+    check=_bounded(1, _HOUR_MS, _show_ms),
 )
 
 
@@ -186,7 +238,7 @@ HEARTBEAT_INTERVAL = register_option(
     parse_duration_ms,
     10_000,
     "How often the job master asks each running task for a heartbeat.",
-    check=_positive,
+    check=_bounded(1, 10 * 60_000, _show_ms),
 )
 
 HEARTBEAT_TIMEOUT = register_option(
@@ -195,7 +247,7 @@ HEARTBEAT_TIMEOUT = register_option(
     50_000,
     "A task that has not answered heartbeats, or whose loop has made no progress (a user "
     "function or source that does not return), for this long is failed over.",
-    check=_positive,
+    check=_bounded(1, _DAY_MS, _show_ms),
 )
 
 
@@ -263,10 +315,6 @@ PROGRESS_INTERVAL = register_option(
 )
 
 
-def _non_negative(v: Any) -> Optional[str]:
-    return None if v >= 0 else "must not be negative"
-
-
 def _at_least_one(v: Any) -> Optional[str]:
     return None if v >= 1 else "must be at least 1"
 
@@ -276,7 +324,7 @@ CHECKPOINTING_INTERVAL = register_option(
     parse_duration_ms,
     None,
     "Time between checkpoint triggers; unset: checkpointing is off.",
-    check=_positive,
+    check=_bounded(1, _DAY_MS, _show_ms),
 )
 
 
@@ -294,7 +342,7 @@ CHECKPOINTING_TIMEOUT = register_option(
     parse_duration_ms,
     600_000,
     "A checkpoint not complete after this long is aborted (reason: expired).",
-    check=_positive,
+    check=_bounded(1, _DAY_MS, _show_ms),
 )
 
 
@@ -303,6 +351,7 @@ CHECKPOINTING_MIN_PAUSE = register_option(
     parse_duration_ms,
     0,
     "Least time between the end of one checkpoint and the trigger of the next.",
+    check=_bounded(0, _DAY_MS, _show_ms, "must not be negative"),
 )
 
 CHECKPOINTING_MAX_CONCURRENT = register_option(
@@ -310,7 +359,7 @@ CHECKPOINTING_MAX_CONCURRENT = register_option(
     parse_int,
     1,
     "Checkpoints that may be in progress at once.",
-    check=_at_least_one,
+    check=_bounded(1, 100, below="must be at least 1"),
 )
 
 
@@ -320,7 +369,7 @@ CHECKPOINTING_TOLERABLE_FAILURES = register_option(
     0,
     "Consecutive checkpoint failures (expired, failed asynchronous part, storage errors) "
     "tolerated before the job fails over.",
-    check=_non_negative,
+    check=_bounded(0, 10_000, below="must not be negative"),
 )
 
 CHECKPOINTING_UNALIGNED = register_option(
@@ -349,7 +398,7 @@ JOB_MASTER_MAX_RESTARTS = register_option(
     3,
     "How often a dead job master actor is restarted (it resumes the job from the latest "
     "completed checkpoint); only with checkpointing enabled, otherwise the job fails.",
-    check=_non_negative,
+    check=_bounded(0, 1000, below="must not be negative"),
 )
 
 
@@ -395,7 +444,7 @@ CHECKPOINTS_NUM_RETAINED = register_option(
     parse_int,
     1,
     "Completed checkpoints kept; older ones are subsumed and deleted.",
-    check=_at_least_one,
+    check=_bounded(1, 1000, below="must be at least 1"),
 )
 
 

@@ -8,11 +8,11 @@ imported.
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from flowray.common.files import user_temp_dir
 from flowray.common.options import BLOCKING_PARTITIONS_DIR
 from flowray.datastream.data_stream import DataStream
 from flowray.datastream.extensions import (
@@ -85,8 +85,7 @@ def to_spark_dataframe(self: DataStream, output_type: Any) -> Any:
     schema = arrow_schema_of(output_type)
     env = self._env
     config = env.get_configuration()
-    root = config.get(BLOCKING_PARTITIONS_DIR) or os.path.join(
-        tempfile.gettempdir(), "flowray-partitions")
+    root = config.get(BLOCKING_PARTITIONS_DIR) or user_temp_dir("partitions")
     folder = os.path.join(root, f"spark-stage-{uuid.uuid4().hex[:12]}")
     os.makedirs(folder, exist_ok=True)
     sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))

@@ -7,7 +7,6 @@ from flowray.common.constants import DEFAULT_CHECKPOINTS_DIR
 import abc
 import logging
 import os
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
@@ -26,6 +25,7 @@ from flowray.common.options import (
     SAVEPOINT_PATH,
 )
 from flowray.common.configuration import Configuration
+from flowray.common.files import user_temp_dir
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.graph.job_graph import JobGraph, mark_blocking_exchanges
 from flowray.runtime.execution.serialization import dumps_checked, register_user_modules
@@ -102,8 +102,7 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
             log.warning("flowray: checkpointing is ignored in BATCH mode")
             config.pop(CHECKPOINTING_INTERVAL.key)
         if conf.get(BLOCKING_PARTITIONS_DIR) is None:
-            config[BLOCKING_PARTITIONS_DIR.key] = os.path.join(tempfile.gettempdir(),
-                                                               "flowray-partitions")
+            config[BLOCKING_PARTITIONS_DIR.key] = user_temp_dir("partitions")
     if conf.get(HEARTBEAT_TIMEOUT) <= conf.get(HEARTBEAT_INTERVAL):
         raise ValueError(
             f"heartbeat.timeout ({conf.get(HEARTBEAT_TIMEOUT)} ms) must be longer than "

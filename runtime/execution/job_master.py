@@ -70,6 +70,8 @@ class JobMaster(TaskDeployer):
         self._loop_done = threading.Event()
         self._outcome: Optional[JobOutcome] = None
         self.driver_addresses = driver_addresses
+        #: each started task's data-plane listener, by task key (the newest attempt)
+        self.task_addresses: Dict[str, Any] = {}
         self.eg = job.execution_graph()
         self.actors: Dict[SubtaskId, Any] = {}
         self.refs: Dict[Any, Tuple[int, SubtaskId]] = {}
@@ -252,6 +254,7 @@ class JobMaster(TaskDeployer):
             lost[s] = (f"task {self._task_name(s)!r} did not start within "
                        f"flowray.deploy-timeout ({self.deploy_timeout_s:g} s)")
         addresses = {s.key: a for s, a in wiring.start.items()}
+        self.task_addresses.update(addresses)
         self._starting = {s: wiring.attempt for s in wiring.start}
         try:
             for s, reason in sorted(lost.items()):
@@ -467,6 +470,14 @@ class JobMaster(TaskDeployer):
 
     def status(self) -> str:
         return self.scheduler.status.value
+
+    def data_endpoints(self) -> Dict[str, Any]:
+        """Where the job's data plane listens: ``{"tasks": {task key: address}, "driver":
+        {endpoint id: address}}`` (an address: node id, unix socket path, TCP host and
+        port). What a firewall must let through between nodes; every listener
+        authenticates its peers (docs/network.md)."""
+        with self._lock:
+            return {"tasks": dict(self.task_addresses), "driver": dict(self.driver_addresses)}
 
     def info(self) -> Dict[str, Any]:
         """What ``flowray info`` / ``flowray list`` show: ids, status, times, the tasks

@@ -1,6 +1,11 @@
-"""Frames on the wire: a header (payload length u32, kind u8, sequence number u64) and a
-pickle-5 body. Records, watermarks, barriers, cancellation markers and end-of-partition are
-all frames of one stream, so their order holds by construction.
+"""Frames on the wire: a header (payload length u64, kind u8, sequence number u64) and a
+body. Records, watermarks, barriers, cancellation markers and end-of-partition are all
+frames of one stream, so their order holds by construction.
+
+Only record batches are pickled (protocol 5), and they are read only from an
+authenticated peer; every control frame is fixed binary or ``msgpack`` (barriers and
+cancellation markers), so nothing but user records ever goes through ``pickle.loads``.
+A frame's length is 64-bit: a record batch of any size that fits in memory travels.
 
 >>> from flowray.runtime.network.elements import RecordBatch
 >>> data = encode_frame(RecordBatch([1, 2]), seq=7)
@@ -18,6 +23,8 @@ import struct
 from array import array
 from typing import Any
 
+import msgpack
+
 from flowray.runtime.network.channel import ChannelError
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
@@ -32,13 +39,24 @@ from flowray.runtime.network.elements import (
 __all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame"]
 
 
-# header: payload length (u32), kind (u8), sequence number (u64)
-HEADER = struct.Struct("<IBQ")
+# header: payload length (u64), kind (u8), sequence number (u64)
+HEADER = struct.Struct("<QBQ")
 
 _KG_COUNT = struct.Struct("<I")
 
 
 _WM = struct.Struct("<q")
+
+
+def _packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpackb(body: Any) -> Any:
+    try:
+        return msgpack.unpackb(bytes(body), raw=False, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise ChannelError(f"malformed control frame: {type(e).__name__}: {e}") from e
 
 
 _RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
@@ -82,11 +100,11 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
     elif type(frame) is CheckpointBarrier:
         kind, body = (
             _BARRIER,
-            pickle.dumps((frame.checkpoint_id, frame.timestamp, frame.is_savepoint,
-                          frame.location)),
+            _packb([frame.checkpoint_id, frame.timestamp, frame.is_savepoint,
+                    frame.location]),
         )
     elif type(frame) is CancelCheckpointMarker:
-        kind, body = _CANCEL, pickle.dumps(frame.checkpoint_id)
+        kind, body = _CANCEL, _packb(frame.checkpoint_id)
     else:
         raise TypeError(f"not a channel frame: {frame!r}")
     return HEADER.pack(len(body), kind, seq) + body
@@ -128,7 +146,9 @@ def decode_frame(kind: int, body: Any) -> Frame:
     if kind == _EOP:
         return EndOfPartition(body[0]) if len(body) else _EOP_FRAME
     if kind == _BARRIER:
-        return CheckpointBarrier(*pickle.loads(body))
+        cid, ts, is_savepoint, location = _unpackb(body)
+        return CheckpointBarrier(int(cid), int(ts), bool(is_savepoint),
+                                 None if location is None else str(location))
     if kind == _CANCEL:
-        return CancelCheckpointMarker(pickle.loads(body))
+        return CancelCheckpointMarker(int(_unpackb(body)))
     raise ChannelError(f"unknown frame kind {kind}")

@@ -6,6 +6,7 @@ per-record cost stays a few list operations.
 
 from __future__ import annotations
 
+import pickle
 import random
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -176,15 +177,24 @@ class KeySelectorError(Exception):
 class RecordWriter:
     """One output edge of a task: partition, batch per channel, flush at size or timeout.
 
+    A channel's batch is flushed at ``batch_size`` records or at about ``batch_bytes``
+    serialized bytes, whichever comes first. Records are Python objects whose size is only
+    known once a channel writer encodes them, so each channel keeps a record limit that
+    follows the bytes per record its writer measured for the last batch sent
+    (``stats.bytes``); before the first batch, the channel's first pending record is
+    pickled once to size it, so that a stream of huge records never builds a batch of
+    ``batch_size`` of them. The per-record path stays a length check against the limit.
+
     Timestamps travel beside the records once any batch had them (records without one
     carry ``None``); a stream that never had timestamps pays nothing for them.
     """
 
     def __init__(self, partitioner: StreamPartitioner, writers: Sequence[ChannelWriter],
-                 subtask_index: int, batch_size: int) -> None:
+                 subtask_index: int, batch_size: int, batch_bytes: int = 1 << 20) -> None:
         self.partitioner = partitioner
         self.writers = list(writers)
         self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
         partitioner.setup(len(self.writers), subtask_index)
         self._keyed = isinstance(partitioner, KeyGroupStreamPartitioner)
         n = len(self.writers)
@@ -192,6 +202,10 @@ class RecordWriter:
         self._pending_kgs: Optional[List[List[int]]] = (
             [[] for _ in range(n)] if self._keyed else None)
         self._pending_ts: Optional[List[List[Optional[int]]]] = None
+        #: records per batch on each channel: batch_size, or fewer for large records
+        self._limit: List[int] = [batch_size] * n
+        #: channels whose record size is not known yet (neither probed nor measured)
+        self._unsized: List[int] = list(range(n))
         self.pending_since_ms: Optional[float] = None
         self.records_out = 0
 
@@ -208,27 +222,61 @@ class RecordWriter:
         self.partitioner.route(records, self._pending, self._pending_kgs, timestamps,
                                pending_ts)
         self.records_out += len(records)
-        size = self.batch_size
         pending = self._pending
+        if self._unsized:
+            self._probe(pending)
+        limit = self._limit
         for i in range(len(pending)):
-            if len(pending[i]) >= size:
+            if len(pending[i]) >= limit[i]:
                 self._flush_channel(i)
         if self.pending_since_ms is None and any(pending):
             self.pending_since_ms = now_ms
+
+    def _probe(self, pending: List[List[Any]]) -> None:
+        """Size the first pending record of each channel not sized yet, once per channel
+        (a broadcast record is pickled once for all channels)."""
+        sized: dict = {}
+        still: List[int] = []
+        for i in self._unsized:
+            if not pending[i]:
+                still.append(i)
+                continue
+            first = pending[i][0]
+            size = sized.get(id(first))
+            if size is None:
+                try:
+                    size = len(pickle.dumps(first, protocol=5))
+                except Exception:  # unpicklable here: keep batch_size (the writer will say)
+                    size = 0
+                sized[id(first)] = size
+            if size > 0:
+                self._limit[i] = self._records_for(size, 1)
+        self._unsized = still
+
+    def _records_for(self, nbytes: int, records: int) -> int:
+        """Records per batch for ``records`` records that took ``nbytes`` bytes."""
+        return max(1, min(self.batch_size, self.batch_bytes * records // nbytes))
 
     def _flush_channel(self, i: int) -> None:
         records = self._pending[i]
         if not records:
             return
-        size = self.batch_size
         kgs = self._pending_kgs[i] if self._pending_kgs is not None else None
         ts = self._pending_ts[i] if self._pending_ts is not None else None
         writer = self.writers[i]
-        for start in range(0, len(records), size):
-            end = start + size
+        stats = getattr(writer, "stats", None)
+        limit = self._limit
+        start, total = 0, len(records)
+        while start < total:
+            end = start + limit[i]
+            before = stats.bytes if stats is not None else 0
             writer.write(RecordBatch(records[start:end],
                                      None if kgs is None else kgs[start:end],
                                      None if ts is None else ts[start:end]))
+            written = (stats.bytes - before) if stats is not None else 0
+            if written > 0:  # a writer that counts no bytes: no adaptation
+                limit[i] = self._records_for(written, min(end, total) - start)
+            start = end
         self._pending[i] = []
         if self._pending_kgs is not None:
             self._pending_kgs[i] = []

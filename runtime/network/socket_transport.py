@@ -4,8 +4,9 @@ The consumer task listens; each producer connects and authenticates, names its c
 then writes frames. The handshake is a mutual challenge-response over the job's secret
 (handed to every task through Ray), as ``multiprocessing.connection`` does, before a single
 byte from the peer is decoded: the listener sends 32 random bytes; the producer answers
-``HMAC-SHA256(secret, b"producer" + challenge)``, its own 32-byte challenge and the channel
-id (UTF-8, length-prefixed); the listener checks the HMAC, then answers
+``HMAC-SHA256(secret, b"producer" + challenge)``, its own 32-byte challenge and a hello
+naming the channel (``msgpack``, length-prefixed, read only once the HMAC checked out); the
+listener checks the HMAC, then answers
 ``HMAC-SHA256(secret, b"listener" + producer challenge)``, which the producer checks. Only
 after that are frames (pickled record batches) read. A peer that fails the handshake, sends
 garbage or stays silent past :data:`HANDSHAKE_TIMEOUT_S` is logged and dropped; the task
@@ -20,14 +21,20 @@ import hashlib
 import hmac
 import logging
 import os
+import queue
+import re
 import selectors
 import socket
 import struct
 import tempfile
+import threading
 import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
+import msgpack
+
+from flowray.common.files import user_temp_dir
 from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
 from flowray.runtime.network.channel import (
     ChannelClosedError,
@@ -41,7 +48,8 @@ from flowray.runtime.network.channel import (
 from flowray.runtime.network.elements import EndOfPartition, Frame, RecordBatch
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
-           "connect_channel", "HandshakeError", "HANDSHAKE_TIMEOUT_S"]
+           "connect_channel", "HandshakeError", "HANDSHAKE_TIMEOUT_S", "encode_hello",
+           "decode_hello", "remove_stale_sockets"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +57,32 @@ _CREDIT = struct.Struct("<I")
 _HELLO_LEN = struct.Struct("<I")
 _CHALLENGE_BYTES = 32
 _DIGEST_BYTES = 32
-_MAX_CHANNEL_ID = 4096
+_MAX_HELLO = 4096
+#: seconds a TCP channel may be idle before keepalive probes start
+KEEPALIVE_IDLE_S = 30
+_HELLO_VERSION = 1
+
+
+def encode_hello(channel_id: str) -> bytes:
+    """The producer's hello (after it authenticated): ``msgpack`` of
+    ``{"v": 1, "channel": <id>}``."""
+    return msgpack.packb({"v": _HELLO_VERSION, "channel": channel_id}, use_bin_type=True)
+
+
+def decode_hello(data: bytes) -> str:
+    """The channel id in a hello; :class:`HandshakeError` for anything else.
+
+    >>> decode_hello(encode_hello("e1/0->1"))
+    'e1/0->1'
+    """
+    try:
+        hello = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as e:  # noqa: BLE001 - whatever msgpack says, it is not a hello
+        raise HandshakeError(f"malformed hello: {type(e).__name__}") from e
+    if (not isinstance(hello, dict) or hello.get("v") != _HELLO_VERSION
+            or not isinstance(hello.get("channel"), str)):
+        raise HandshakeError("malformed hello")
+    return hello["channel"]
 #: longest a connecting peer may take to authenticate before it is dropped
 HANDSHAKE_TIMEOUT_S = 5.0
 
@@ -64,30 +97,94 @@ _RECV_CHUNK = 1 << 20
 
 
 def _socket_dir() -> str:
-    # Unix socket paths must stay under ~107 bytes: keep them in a short folder.
+    """``/tmp/flowray-<uid>/sockets`` (0700; unix socket paths must stay under ~107 bytes,
+    so a short base rather than a long TMPDIR)."""
     base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
-    path = os.path.join(base, f"flowray-{os.getuid()}")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return user_temp_dir("sockets", base)
+
+
+_SOCKET_NAME = re.compile(r"^(\d+)-[0-9a-f]{16}\.sock$")
+
+
+def remove_stale_sockets(folder: str) -> int:
+    """Remove socket files in ``folder`` left by processes that died without closing their
+    listener (a killed task actor cannot): a file whose process is gone *and* which refuses
+    a connection. Returns how many were removed."""
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        m = _SOCKET_NAME.match(name)
+        if m is None or _process_alive(int(m.group(1))):
+            continue
+        path = os.path.join(folder, name)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(0.5)
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            try:
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                pass
+        except OSError:
+            pass  # someone listens (another process namespace?): leave it
+        finally:
+            probe.close()
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _keepalive(sock: socket.socket) -> None:
+    """TCP keepalive, so a peer whose machine vanished is noticed in about a minute (the
+    heartbeat notices a hung task; this a half-open connection)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", 10),
+                          ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+            except OSError:
+                pass
 
 
 class SocketListener:
     """A task's data-plane endpoint: a unix socket and a TCP socket, both listening."""
+
+    _swept = False  # stale socket files removed by this process already
 
     def __init__(self, node_id: str = "", host: str = "127.0.0.1",
                  secret: bytes = b"", handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
         self.node_id = node_id
         self._secret = secret
         self.handshake_timeout_s = handshake_timeout_s
-        self.unix_path = os.path.join(_socket_dir(), uuid.uuid4().hex[:16] + ".sock")
+        folder = _socket_dir()
+        if not SocketListener._swept:
+            SocketListener._swept = True  # once per process: killed actors' files
+            remove_stale_sockets(folder)
+        self.unix_path = os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex[:16]}.sock")
         self._unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._unix.bind(self.unix_path)
+        self._unix.bind(self.unix_path)  # in a 0700 folder; the file itself 0600 too
+        os.chmod(self.unix_path, 0o600)
         self._unix.listen(1024)
         self._tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._tcp.bind((host, 0))
         self._tcp.listen(1024)
         self.tcp_address = (host, self._tcp.getsockname()[1])
+        self._ready: "queue.Queue[SocketChannelReader]" = queue.Queue()
         self._closed = False
 
     def address(self) -> Dict[str, Any]:
@@ -99,42 +196,79 @@ class SocketListener:
         wanted = set(channel_ids)
         readers: Dict[str, SocketChannelReader] = {}
         deadline = time.monotonic() + timeout_s
+        while wanted - set(readers):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sorted(wanted - set(readers))
+                raise ChannelError(
+                    f"timed out waiting for producers to connect: {', '.join(missing[:5])}"
+                    + (" ..." if len(missing) > 5 else ""))
+            if should_stop is not None and should_stop():
+                raise ChannelClosedError("cancelled while waiting for producers")
+            for reader in self._authenticated(min(left, 0.2)):
+                channel_id = reader.channel_id
+                if channel_id not in wanted or channel_id in readers:
+                    log.warning("flowray: dropped a connection for unexpected channel %r",
+                                channel_id)
+                    reader.close()
+                    continue
+                readers[channel_id] = reader
+        return readers
+
+    def accept_ready(self, allowed: Any, timeout_s: float) -> List["SocketChannelReader"]:
+        """Connections authenticated within about ``timeout_s`` for channels in
+        ``allowed``; a channel may connect again (a restarted producer). Others are
+        closed."""
+        out: List[SocketChannelReader] = []
+        for reader in self._authenticated(timeout_s):
+            if reader.channel_id in allowed:
+                out.append(reader)
+            else:
+                log.warning("flowray: dropped a connection for unexpected channel %r",
+                            reader.channel_id)
+                reader.close()
+        return out
+
+    def _authenticated(self, timeout_s: float) -> List["SocketChannelReader"]:
+        """Accept what connects within ``timeout_s`` and return the connections that
+        have authenticated so far. Each handshake runs in a thread of its own, so a peer
+        that stays silent delays nothing but itself (it is dropped after
+        :attr:`handshake_timeout_s`)."""
+        deadline = time.monotonic() + timeout_s
         sel = selectors.DefaultSelector()
         sel.register(self._unix, selectors.EVENT_READ)
         sel.register(self._tcp, selectors.EVENT_READ)
         try:
-            while wanted - set(readers):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = sorted(wanted - set(readers))
-                    raise ChannelError(
-                        f"timed out waiting for producers to connect: {', '.join(missing[:5])}"
-                        + (" ..." if len(missing) > 5 else ""))
-                if should_stop is not None and should_stop():
-                    raise ChannelClosedError("cancelled while waiting for producers")
-                for key, _ in sel.select(min(left, 0.2)):
-                    reader = self._accept_checked(key.fileobj)
-                    if reader is None:
-                        continue
-                    channel_id = reader.channel_id
-                    if channel_id not in wanted or channel_id in readers:
-                        log.warning("flowray: dropped a connection for unexpected channel %r",
-                                    channel_id)
-                        reader.close()
-                        continue
-                    readers[channel_id] = reader
+            while True:
+                for key, _ in sel.select(max(0.0, min(deadline - time.monotonic(), 0.02))):
+                    self._start_handshake(key.fileobj)
+                ready = self._take_ready()
+                if ready or time.monotonic() >= deadline:
+                    return ready
         finally:
             sel.close()
-        return readers
 
-    def _accept_checked(self, listening: Any) -> Optional["SocketChannelReader"]:
-        """Accept and authenticate one connection; None (logged, closed) if it fails."""
+    def _take_ready(self) -> List["SocketChannelReader"]:
+        out = []
+        while True:
+            try:
+                out.append(self._ready.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _start_handshake(self, listening: Any) -> None:
         try:
             conn, peer = listening.accept()
         except OSError:
-            return None
+            return
+        threading.Thread(target=self._handshake_then_queue, args=(conn, peer), daemon=True,
+                         name="flowray-handshake").start()
+
+    def _handshake_then_queue(self, conn: socket.socket, peer: Any) -> None:
+        """Authenticate one connection and queue its reader; log and close it if it
+        fails."""
         try:
-            return self._handshake(conn)
+            reader = self._handshake(conn)
         except (OSError, ValueError, ChannelError) as e:
             log.warning("flowray: dropped a connection from %s that did not authenticate: %s",
                         peer or "a local socket", e)
@@ -142,7 +276,11 @@ class SocketListener:
                 conn.close()
             except OSError:
                 pass
-            return None
+            return
+        if self._closed:
+            reader.close()
+        else:
+            self._ready.put(reader)
 
     def _handshake(self, conn: socket.socket) -> "SocketChannelReader":
         conn.setblocking(True)
@@ -154,35 +292,16 @@ class SocketListener:
             raise HandshakeError("wrong authentication (not this job's secret)")
         theirs = _recv_exact(conn, _CHALLENGE_BYTES)
         (n,) = _HELLO_LEN.unpack(_recv_exact(conn, _HELLO_LEN.size))
-        if n > _MAX_CHANNEL_ID:
-            raise HandshakeError(f"channel id of {n} bytes")
-        channel_id = _recv_exact(conn, n).decode("utf-8")
+        if n > _MAX_HELLO:
+            raise HandshakeError(f"a hello of {n} bytes")
+        channel_id = decode_hello(_recv_exact(conn, n))
         conn.sendall(_digest(self._secret, b"listener", theirs))
         conn.settimeout(None)
         if conn.family == socket.AF_INET:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _keepalive(conn)
         conn.setblocking(False)
         return SocketChannelReader(channel_id, conn)
-
-    def accept_ready(self, allowed: Any, timeout_s: float) -> List["SocketChannelReader"]:
-        """Connections that arrive within ``timeout_s`` for channels in ``allowed``; a
-        channel may connect again (a restarted producer). Others are closed."""
-        out: List[SocketChannelReader] = []
-        sel = selectors.DefaultSelector()
-        sel.register(self._unix, selectors.EVENT_READ)
-        sel.register(self._tcp, selectors.EVENT_READ)
-        try:
-            for key, _ in sel.select(timeout_s):
-                reader = self._accept_checked(key.fileobj)
-                if reader is None:
-                    continue
-                if reader.channel_id in allowed:
-                    out.append(reader)
-                else:
-                    reader.close()
-        finally:
-            sel.close()
-        return out
 
     def close(self) -> None:
         if self._closed:
@@ -197,6 +316,8 @@ class SocketListener:
             os.unlink(self.unix_path)
         except OSError:
             pass
+        for reader in self._take_ready():
+            reader.close()
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -222,10 +343,11 @@ def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
     else:
         sock = socket.create_connection(tuple(address["tcp"]), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _keepalive(sock)
     try:
         challenge = _recv_exact(sock, _CHALLENGE_BYTES)
         mine = os.urandom(_CHALLENGE_BYTES)
-        hello = channel_id.encode("utf-8")
+        hello = encode_hello(channel_id)
         sock.sendall(_digest(secret, b"producer", challenge) + mine
                      + _HELLO_LEN.pack(len(hello)) + hello)
         answer = _recv_exact(sock, _DIGEST_BYTES)

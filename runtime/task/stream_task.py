@@ -72,6 +72,7 @@ from flowray.common.options import (
     AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
+    CHANNEL_BATCH_BYTES,
     CHANNEL_BATCH_SIZE,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MODE,
@@ -104,6 +105,7 @@ class StreamTask:
         self.clock = env.clock
         config = Configuration(tdd.config)
         self.batch_size = config.get(CHANNEL_BATCH_SIZE)
+        self.batch_bytes = config.get(CHANNEL_BATCH_BYTES)
         self.buffer_timeout_ms = config.get(BUFFER_TIMEOUT)
         self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
         self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
@@ -322,7 +324,8 @@ class StreamTask:
             else:
                 writers = [self.env.open_output(cid, consumer) for cid, consumer in out.channels]
             self.record_writers[out.edge_id] = RecordWriter(
-                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size
+                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size,
+                self.batch_bytes,
             )
         if tdd.inputs:
             self._open_inputs()

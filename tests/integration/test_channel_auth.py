@@ -110,3 +110,94 @@ def test_a_listener_with_another_secret_is_not_trusted_by_the_producer(tmp_path)
         assert accepted == {}
     finally:
         impostor.close()
+
+
+# ---------------------------------------------------------------------------------------
+# every listener of a running job on Ray: the tasks' and the driver's
+# ---------------------------------------------------------------------------------------
+
+class _WaitForFile:
+    """A map that holds its first record until ``path`` exists (the test's go signal),
+    then passes records through."""
+
+    def __init__(self, path):
+        self.path = path
+        self.released = False
+
+    def __call__(self, x):
+        import time
+        while not self.released:
+            if os.path.exists(self.path):
+                self.released = True
+            else:
+                time.sleep(0.01)
+        return x
+
+
+def _attack(address, marker):
+    """Garbage, a pickle that would create ``marker``, silence and a wrong HMAC, on the
+    unix socket and on TCP of ``address``. Returns the silent connections (closed later)."""
+    silent = []
+    for family in ("unix", "tcp"):
+        def raw():
+            if family == "tcp":
+                return socket.create_connection(tuple(address["tcp"]), timeout=5)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(address["unix"])
+            return s
+        s = raw()
+        s.sendall(b"\x00\xff garbage \x13\x37" * 8)
+        s.close()
+        s = raw()
+        payload = pickle.dumps(_WritesAFile(marker))
+        s.sendall(payload + len(payload).to_bytes(4, "little") + payload)
+        s.close()
+        silent.append(raw())
+        with pytest.raises(HandshakeError):
+            connect_channel(address, CHANNEL, 4,
+                            address["node_id"] if family == "unix" else "elsewhere",
+                            timeout_s=2, secret=os.urandom(32))
+    return silent
+
+
+def test_hostile_connections_to_every_listener_of_a_running_job(ray_session, tmp_path):
+    from flowray import StreamExecutionEnvironment
+    from flowray.testing import wait_until
+
+    n, parallelism = 3_000, 2
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    go = str(tmp_path / "go")
+    marker = str(tmp_path / "pwned")
+    # the map is chained to the source (both parallelism 1): no task ends before the go
+    it = (env.from_collection(list(range(n)))
+          .map(_WaitForFile(go)).set_parallelism(1)
+          .map(lambda x: (x % 5, x)).set_parallelism(1)
+          .key_by(lambda kv: kv[0])
+          .reduce(lambda a, b: (a[0], a[1] + b[1]))
+          .execute_and_collect("hostile peers"))
+    master = it._client.job_master_actor()
+    import ray
+
+    def endpoints():
+        return ray.get(master.data_endpoints.remote())
+    tasks = 1 + parallelism + 1  # source+map, the reduce subtasks, the collecting sink
+    wait_until(lambda: len(endpoints()["tasks"]) == tasks, 120, "every task to listen")
+    found = endpoints()
+    listeners = list(found["tasks"].values()) + list(found["driver"].values())
+    assert len(found["driver"]) == 1 and len(listeners) == tasks + 1
+    silent = []
+    for address in listeners:
+        silent += _attack(address, marker)
+    open(go, "w").close()
+    got = list(it)
+    for s in silent:
+        s.close()
+    final = {}
+    for key, total in got:
+        final[key] = max(final.get(key, -1), total)
+    assert len(got) == n
+    assert final == {k: sum(x for x in range(n) if x % 5 == k) for k in range(5)}
+    assert it._client.wait().outcome.restarts == 0
+    assert not os.path.exists(marker), "a pickle from an unauthenticated peer was loaded"

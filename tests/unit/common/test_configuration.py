@@ -4,6 +4,7 @@ import pytest
 
 from flowray.common.options import (
     BUFFER_TIMEOUT,
+    CHANNEL_BATCH_BYTES,
     CHANNEL_CREDITS,
     EXECUTION_TARGET,
     MAX_PARALLELISM,
@@ -66,6 +67,8 @@ def test_error_is_a_value_error():
     ("pipeline.max-parallelism", "40000", "32768"),
     ("flowray.channel.credits", "-1", "must be positive"),
     ("flowray.channel.batch-size", "1.5", "not an integer"),
+    ("flowray.channel.batch-size", "0", "must be positive"),
+    ("flowray.channel.batch-bytes", "lots", "not a memory size"),
     ("execution.target", "cloud", "ray, local"),
     ("flowray.channel.transport", "carrier-pigeon", "socket, ray"),
     ("execution.buffer-timeout", "soon", "not a duration"),
@@ -77,6 +80,59 @@ def test_bad_value_names_key_and_value(key, value, why):
         Configuration().set_string(key, value)
     text = str(info.value)
     assert repr(key) in text and repr(value) in text and why in text
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("flowray.channel.credits", 10**9, "[1, 10000]"),
+    ("flowray.channel.credits", "1000000000", "[1, 10000]"),
+    ("flowray.channel.batch-size", 10**9, "[1, 1000000]"),
+    ("flowray.channel.batch-bytes", "2 gb", "[1 kb, 1 gb]"),
+    ("flowray.channel.batch-bytes", "100", "[1 kb, 1 gb]"),
+    ("execution.buffer-timeout", "1 h", "[0 ms, 10 min]"),
+    ("flowray.deploy-timeout", "2 h", "[1 ms, 1 h]"),
+    ("heartbeat.interval", "1 h", "[1 ms, 10 min]"),
+    ("heartbeat.timeout", "2 d", "[1 ms, 24 h]"),
+    ("execution.checkpointing.interval", "2 d", "[1 ms, 24 h]"),
+    ("execution.checkpointing.timeout", "2 d", "[1 ms, 24 h]"),
+    ("execution.checkpointing.min-pause", "2 d", "[0 ms, 24 h]"),
+    ("execution.checkpointing.max-concurrent-checkpoints", "101", "[1, 100]"),
+    ("execution.checkpointing.tolerable-failed-checkpoints", "10001", "[0, 10000]"),
+    ("state.checkpoints.num-retained", "1001", "[1, 1000]"),
+    ("flowray.jobmaster.max-restarts", "1001", "[0, 1000]"),
+])
+def test_out_of_range_value_names_key_and_allowed_range(key, value, allowed):
+    with pytest.raises(ConfigurationError) as info:
+        Configuration().set_string(key, value)
+    text = str(info.value)
+    assert repr(key) in text and repr(value) in text
+    assert f"allowed range {allowed}" in text, text
+
+
+@pytest.mark.parametrize("key,value", [
+    ("flowray.channel.credits", "10000"),
+    ("flowray.channel.batch-size", "1000000"),
+    ("flowray.channel.batch-bytes", "1 kb"),
+    ("flowray.channel.batch-bytes", "1 gb"),
+    ("execution.buffer-timeout", "0"),
+    ("execution.checkpointing.interval", "24 h"),
+])
+def test_range_bounds_are_included(key, value):
+    Configuration().set_string(key, value)
+
+
+def test_batch_bytes_parses_memory_sizes():
+    c = Configuration()
+    assert c.get(CHANNEL_BATCH_BYTES) == 1 << 20
+    assert c.set_string("flowray.channel.batch-bytes", "64 kb").get(CHANNEL_BATCH_BYTES) == 65536
+    assert c.set_string("flowray.channel.batch-bytes", 4096).get(CHANNEL_BATCH_BYTES) == 4096
+
+
+def test_default_configuration_validates():
+    c = Configuration()
+    for key, opt in all_options().items():
+        if opt.default is not None:
+            c.set_string(key, opt.default)  # every default passes its own check
+    Configuration(c)
 
 
 def test_bad_value_leaves_configuration_unchanged():

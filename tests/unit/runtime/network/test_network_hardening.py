@@ -1,0 +1,134 @@
+"""Data-plane hardening (issue 14): control frames and hellos are never unpickled, frames
+have 64-bit lengths, TCP channels have keepalive, socket files and temp folders are
+private to the user, and killed processes' socket files are removed."""
+
+import os
+import pickle
+import socket
+import stat
+import struct
+import threading
+
+import pytest
+
+from flowray.common.files import UnsafeTempDirError, user_temp_dir
+from flowray.runtime.network.channel import ChannelError
+from flowray.runtime.network.elements import CancelCheckpointMarker, CheckpointBarrier
+from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
+from flowray.runtime.network.socket_transport import (
+    HandshakeError,
+    SocketListener,
+    connect_channel,
+    decode_hello,
+    encode_hello,
+    remove_stale_sockets,
+)
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+@pytest.fixture
+def no_unpickling(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle.loads called on a control frame")
+    monkeypatch.setattr(pickle, "loads", refuse)
+
+
+def _body(data):
+    length, kind, _ = HEADER.unpack_from(data)
+    return kind, data[HEADER.size:HEADER.size + length]
+
+
+def test_control_frames_round_trip_without_pickle(no_unpickling):
+    for frame in (CheckpointBarrier(7, 1234, True, "s3://bucket/sp-1"),
+                  CheckpointBarrier(8, 99), CancelCheckpointMarker(9)):
+        assert decode_frame(*_body(encode_frame(frame, 3))) == frame
+
+
+def test_a_pickle_where_a_control_frame_belongs_is_refused(no_unpickling):
+    kind, _ = _body(encode_frame(CheckpointBarrier(1, 2), 0))
+    with pytest.raises(ChannelError, match="control frame"):
+        decode_frame(kind, pickle.dumps(_Boom()))
+
+
+def test_frame_lengths_are_64_bit():
+    header = HEADER.pack(5 << 32, 1, 0)  # a 20 GiB frame's header
+    assert HEADER.unpack(header)[0] == 5 << 32
+    with pytest.raises(struct.error):
+        struct.Struct("<IBQ").pack(5 << 32, 1, 0)  # what the 32-bit header could not say
+
+
+def test_hello_is_msgpack_and_anything_else_is_refused(no_unpickling):
+    assert decode_hello(encode_hello("e3/1->2")) == "e3/1->2"
+    for bad in (pickle.dumps(_Boom()), b"\x00\xff garbage", b"", encode_hello("x")[:-1]):
+        with pytest.raises(HandshakeError):
+            decode_hello(bad)
+
+
+def test_tcp_channels_have_keepalive_and_socket_files_are_private():
+    secret = os.urandom(32)
+    listener = SocketListener("node-a", secret=secret, handshake_timeout_s=5)
+    try:
+        mode = stat.S_IMODE(os.stat(listener.unix_path).st_mode)
+        assert mode == 0o600
+        folder = os.path.dirname(listener.unix_path)
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+        result = {}
+        thread = threading.Thread(
+            target=lambda: result.update(listener.accept(["c"], timeout_s=30)), daemon=True)
+        thread.start()
+        writer = connect_channel(listener.address(), "c", 4, "node-b", timeout_s=30,
+                                 secret=secret)
+        thread.join(30)
+        reader = result["c"]
+        for sock in (writer._sock, reader.sock):
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        writer.close()
+        reader.close()
+    finally:
+        listener.close()
+    assert not os.path.exists(listener.unix_path)
+
+
+def _dead_pid():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_socket_files_of_dead_processes_are_removed(tmp_path):
+    dead = tmp_path / f"{_dead_pid()}-0123456789abcdef.sock"
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound.bind(str(dead))
+    bound.close()  # what a killed process leaves: the file, nobody listening
+    live = tmp_path / f"{os.getpid()}-fedcba9876543210.sock"
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(live))
+    listening.listen(1)
+    other = tmp_path / "notes.txt"
+    other.write_text("not a socket of ours")
+    try:
+        assert remove_stale_sockets(str(tmp_path)) == 1
+        assert not dead.exists() and live.exists() and other.exists()
+    finally:
+        listening.close()
+
+
+def test_user_temp_dirs_are_private_and_a_symlink_is_refused(tmp_path):
+    path = user_temp_dir("rocksdb", str(tmp_path))
+    assert path == str(tmp_path / f"flowray-{os.getuid()}" / "rocksdb")
+    for folder in (path, os.path.dirname(path)):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    os.chmod(path, 0o777)
+    user_temp_dir("rocksdb", str(tmp_path))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700  # tightened again
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(str(elsewhere), str(tmp_path / f"flowray-{os.getuid()}" / "partitions"))
+    with pytest.raises(UnsafeTempDirError, match="partitions"):
+        user_temp_dir("partitions", str(tmp_path))
