@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/windows.py
 	$(PY) benchmarks/savepoints.py
 	$(PY) benchmarks/channel_auth.py
+	$(PY) benchmarks/tls.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

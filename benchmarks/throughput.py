@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
 from flowray.datastream.connectors import Sink, SinkWriter
@@ -76,11 +76,14 @@ def read_counts(folder: str):
     return count, last
 
 
-def run_flowray(n: int, keys: int, parallelism: int, transport: str, batch: int) -> dict:
+def run_flowray(n: int, keys: int, parallelism: int, transport: str, batch: int,
+                extra: Optional[Dict[str, str]] = None) -> dict:
     folder = tempfile.mkdtemp(prefix="flowray-bench-")
     config = (Configuration().set_string("parallelism.default", str(parallelism))
               .set_string("flowray.channel.transport", transport)
               .set_string("flowray.channel.batch-size", str(batch)))
+    for key, value in (extra or {}).items():
+        config.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     (env.from_source(NumberSequenceSource(0, n - 1), source_name="numbers")
      .map(lambda x: (f"k{x % keys}", x))

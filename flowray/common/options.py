@@ -224,6 +224,45 @@ CHANNEL_BATCH_BYTES = register_option(
     check=_bounded(1 << 10, 1 << 30, _show_bytes, "must be at least 1 kb"),
 )
 
+CHANNEL_SAME_NODE = register_option(
+    "flowray.channel.same-node",
+    parse_str,
+    "unix",
+    "How tasks on one node connect: 'unix' (unix sockets) or 'tcp' (as across nodes, "
+    "e.g. to use TLS, or to try a multi-node network setup on one machine).",
+    choices=("unix", "tcp"),
+)
+
+SSL_INTERNAL_ENABLED = register_option(
+    "security.ssl.internal.enabled",
+    parse_bool,
+    False,
+    "Encrypt and mutually authenticate TCP channels between tasks (and to the driver) "
+    "with TLS; needs security.ssl.internal.keystore and .truststore on every node.",
+)
+
+SSL_INTERNAL_KEYSTORE = register_option(
+    "security.ssl.internal.keystore",
+    parse_str,
+    None,
+    "PEM file with this side's certificate chain and private key (Flink: a keystore; "
+    "here PEM), at the same path on every node.",
+)
+
+SSL_INTERNAL_TRUSTSTORE = register_option(
+    "security.ssl.internal.truststore",
+    parse_str,
+    None,
+    "PEM file of the CA certificates a peer's certificate must chain to.",
+)
+
+SSL_INTERNAL_KEY_PASSWORD = register_option(
+    "security.ssl.internal.key-password",
+    parse_str,
+    None,
+    "Password of the private key in the keystore, if it is encrypted.",
+)
+
 DEPLOY_TIMEOUT = register_option(
     "flowray.deploy-timeout",
     parse_duration_ms,

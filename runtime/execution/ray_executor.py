@@ -51,6 +51,7 @@ from flowray.common.configuration import Configuration
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob
 from flowray.runtime.execution.storage_reach import check_storage_reachable
 from flowray.runtime.messages import TaskFailure
+from flowray.runtime.network.tls import TlsSettings
 from flowray.runtime.network.socket_transport import (
     SocketInputGate,
     SocketListener,
@@ -210,6 +211,9 @@ class RayExecutor(JobExecutor):
                 raise ValueError(
                     "a detached job (execution.attached=false) cannot collect records to "
                     "the driver: there is none once it exits; write to a sink instead")
+        tls = TlsSettings.from_config(config)
+        if tls is not None:
+            tls.check()  # an unusable certificate fails here, naming the file
         ensure_ray(config, cluster_required=detached)
         check_storage_reachable(config, sum(1 for n in ray.nodes() if n.get("Alive")))
         listeners: List[SocketListener] = []
@@ -220,7 +224,7 @@ class RayExecutor(JobExecutor):
         elif job.driver_sinks:
             node_id, ip = _node()
         for eid, (mode, chans) in (job.driver_sinks.items() if not detached else ()):
-            listener = SocketListener(node_id, ip, job.channel_secret)  # one per driver sink
+            listener = SocketListener(node_id, ip, job.channel_secret, tls=tls)  # per sink
             listeners.append(listener)
             driver_addresses[eid] = listener.address()
             endpoints.append(DriverEndpoint(eid, mode, chans,

@@ -16,6 +16,7 @@ from flowray.runtime.network.elements import RecordBatch
 from flowray.common.clock import SystemClock
 from flowray.common.options import (
     CHANNEL_CREDITS,
+    CHANNEL_SAME_NODE,
     DEPLOY_TIMEOUT,
 )
 from flowray.common.configuration import Configuration
@@ -28,6 +29,7 @@ from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import frame_sequence_number
 from flowray.common.options import CHANNEL_TRANSPORT
 from flowray.runtime.network.ray_transport import RayChannelWriter
+from flowray.runtime.network.tls import TlsSettings
 from flowray.runtime.network.socket_transport import (
     SocketInputGate,
     SocketListener,
@@ -52,9 +54,12 @@ def _node() -> Tuple[str, str]:
 class _SocketTaskEnvironment(TaskEnvironment):
     def __init__(self, listener: SocketListener, addresses: Dict[str, Dict[str, Any]],
                  driver_addresses: Dict[str, Dict[str, Any]], credits: int,
-                 timeout_s: float, node_id: str, secret: bytes = b"") -> None:
+                 timeout_s: float, node_id: str, secret: bytes = b"",
+                 tls: Optional[TlsSettings] = None, same_node: str = "unix") -> None:
         self.clock = SystemClock()
         self.secret = secret
+        self.tls = tls
+        self.same_node = same_node
         self.listener = listener
         self.addresses = addresses
         self.driver_addresses = driver_addresses
@@ -68,7 +73,7 @@ class _SocketTaskEnvironment(TaskEnvironment):
         if "actor" in address:
             return RayChannelWriter(channel_id, address["actor"], self.credits)
         return connect_channel(address, channel_id, self.credits, self.node_id, self.timeout_s,
-                               self.secret)
+                               self.secret, self.tls, self.same_node)
 
     def open_inputs(self, channel_ids: List[str], should_stop: Callable[[], bool]
                     ) -> Tuple[Dict[str, ChannelReader], InputGate]:
@@ -83,7 +88,7 @@ class _SocketTaskEnvironment(TaskEnvironment):
         if address.get("stdout"):  # a detached job: no driver to send records to
             return _StdoutWriter(channel_id)
         return connect_channel(address, channel_id, self.credits, self.node_id,
-                               self.timeout_s, self.secret)
+                               self.timeout_s, self.secret, self.tls, self.same_node)
 
 
 class _StdoutWriter(ChannelWriter):
@@ -164,7 +169,8 @@ class TaskActor:
         self.master = master
         self.node_id, ip = _node()
         # only producers of this job (they know its secret) get to send it anything
-        self.listener = SocketListener(self.node_id, ip, tdd.channel_secret)
+        self.tls = TlsSettings.from_config(tdd.config)
+        self.listener = SocketListener(self.node_id, ip, tdd.channel_secret, tls=self.tls)
         self.task: Optional[StreamTask] = None
         self._cancelled = False
         self._early: List[Callable[[StreamTask], None]] = []
@@ -206,7 +212,8 @@ class TaskActor:
         env = _SocketTaskEnvironment(self.listener, addresses, driver_addresses,
                                      config.get(CHANNEL_CREDITS),
                                      config.get(DEPLOY_TIMEOUT) / 1000.0, self.node_id,
-                                     self.tdd.channel_secret)
+                                     self.tdd.channel_secret, self.tls,
+                                     config.get(CHANNEL_SAME_NODE))
         env.ray_inbox = self.inbox
         responder = _RayResponder(self.master, self.tdd.attempt)
         if self.master is not None:

@@ -78,6 +78,11 @@ class ChannelWriter(abc.ABC):
     def in_flight(self) -> int:
         """Frames written but not yet taken by the reader."""
 
+    def await_taken(self, timeout_s: float) -> None:
+        """After end-of-partition: block until the reader has taken every frame (at most
+        ``timeout_s``), where closing earlier could lose frames the reader has not read.
+        Nothing to wait for by default."""
+
     @abc.abstractmethod
     def close(self) -> None: ...
 

@@ -36,7 +36,8 @@ from flowray.runtime.network.elements import (
     WatermarkStatus,
 )
 
-__all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame"]
+__all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame",
+           "RecordSerializationError"]
 
 
 # header: payload length (u64), kind (u8), sequence number (u64)
@@ -78,10 +79,43 @@ def _decode_timestamps(body: Any, pos: int) -> Any:
     return [None if t == _NO_TIMESTAMP else t for t in ts], pos + 4 + n
 
 
+class RecordSerializationError(Exception):
+    """Records that cannot be serialized for a channel. Not recoverable when a record
+    cannot be pickled (the same record fails again after a restart); out of memory is."""
+
+    def __init__(self, message: str, recoverable: bool) -> None:
+        super().__init__(message)
+        self.recoverable = recoverable
+
+    @classmethod
+    def of(cls, records: Any, cause: BaseException) -> "RecordSerializationError":
+        """Name the first record that fails alone, its type and the batch."""
+        if isinstance(cause, MemoryError):
+            return cls(f"a batch of {len(records)} records does not fit in memory when "
+                       "serialized; lower flowray.channel.batch-bytes or make records "
+                       "smaller", True)
+        for index, record in enumerate(records):
+            try:
+                pickle.dumps(record, protocol=5)
+            except MemoryError:
+                return cls(f"record {index} (of type {type(record).__name__}) does not fit "
+                           "in memory when serialized", True)
+            except Exception as e:  # noqa: BLE001 - this is the one
+                return cls(f"record {index} of a batch of {len(records)} (of type "
+                           f"{type(record).__name__}) cannot be serialized: "
+                           f"{type(e).__name__}: {e}", False)
+        return cls(f"a batch of {len(records)} records cannot be serialized: "
+                   f"{type(cause).__name__}: {cause}", False)
+
+
 def encode_frame(frame: Frame, seq: int) -> bytes:
-    """Header + payload bytes of one frame."""
+    """Header + payload bytes of one frame; :class:`RecordSerializationError` for
+    records that cannot be serialized."""
     if type(frame) is RecordBatch:
-        body = pickle.dumps(frame.records, protocol=5)
+        try:
+            body = pickle.dumps(frame.records, protocol=5)
+        except (Exception, MemoryError) as e:
+            raise RecordSerializationError.of(frame.records, e) from e
         if frame.key_groups is None:
             kind = _RECORDS
         else:

@@ -12,6 +12,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from flowray.state.key_groups import KeyGroupAssigner, compute_operator_index_for_key_group
 from flowray.runtime.network.channel import ChannelWriter
+from flowray.runtime.network.frame_codec import RecordSerializationError
 from flowray.runtime.network.elements import Frame, RecordBatch
 
 __all__ = [
@@ -208,6 +209,8 @@ class RecordWriter:
         self._unsized: List[int] = list(range(n))
         self.pending_since_ms: Optional[float] = None
         self.records_out = 0
+        #: the operator whose records these are (named in serialization errors)
+        self.producer = ""
 
     def emit(self, records: List[Any], now_ms: float = 0.0,
              timestamps: Optional[List[Optional[int]]] = None) -> None:
@@ -270,9 +273,15 @@ class RecordWriter:
         while start < total:
             end = start + limit[i]
             before = stats.bytes if stats is not None else 0
-            writer.write(RecordBatch(records[start:end],
-                                     None if kgs is None else kgs[start:end],
-                                     None if ts is None else ts[start:end]))
+            try:
+                writer.write(RecordBatch(records[start:end],
+                                         None if kgs is None else kgs[start:end],
+                                         None if ts is None else ts[start:end]))
+            except RecordSerializationError as e:
+                if not self.producer:
+                    raise
+                raise RecordSerializationError(f"the output of operator {self.producer!r}: {e}",
+                                               e.recoverable) from e
             written = (stats.bytes - before) if stats is not None else 0
             if written > 0:  # a writer that counts no bytes: no adaptation
                 limit[i] = self._records_for(written, min(end, total) - start)
@@ -293,6 +302,12 @@ class RecordWriter:
         self.flush()
         for w in self.writers:
             w.write(frame)
+
+    def await_taken(self, timeout_s: float) -> None:
+        """After end-of-partition: wait until every channel's reader has taken its frames
+        (:meth:`ChannelWriter.await_taken`)."""
+        for w in self.writers:
+            w.await_taken(timeout_s)
 
     def close(self) -> None:
         for w in self.writers:

@@ -10,7 +10,9 @@ listener checks the HMAC, then answers
 ``HMAC-SHA256(secret, b"listener" + producer challenge)``, which the producer checks. Only
 after that are frames (pickled record batches) read. A peer that fails the handshake, sends
 garbage or stays silent past :data:`HANDSHAKE_TIMEOUT_S` is logged and dropped; the task
-goes on accepting. The reader returns credits on the same connection (4 bytes per taken frame),
+goes on accepting. With ``security.ssl.internal.enabled`` a TCP connection is TLS first
+(:mod:`flowray.runtime.network.tls`), and the handshake above runs inside it. The reader
+returns credits on the same connection (4 bytes per taken frame),
 and the writer blocks reading credits when it has none left. A blocked (aligning) input is
 simply not read: its credits run out and its producer slows, which is Flink's behaviour.
 """
@@ -25,6 +27,7 @@ import queue
 import re
 import selectors
 import socket
+import ssl
 import struct
 import tempfile
 import threading
@@ -46,6 +49,7 @@ from flowray.runtime.network.channel import (
     _SequenceChecker,
 )
 from flowray.runtime.network.elements import EndOfPartition, Frame, RecordBatch
+from flowray.runtime.network.tls import TlsSettings, client_context, server_context
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
            "connect_channel", "HandshakeError", "HANDSHAKE_TIMEOUT_S", "encode_hello",
@@ -166,9 +170,11 @@ class SocketListener:
     _swept = False  # stale socket files removed by this process already
 
     def __init__(self, node_id: str = "", host: str = "127.0.0.1",
-                 secret: bytes = b"", handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 secret: bytes = b"", handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+                 tls: Optional[TlsSettings] = None) -> None:
         self.node_id = node_id
         self._secret = secret
+        self._tls = tls  # TCP connections must speak TLS first
         self.handshake_timeout_s = handshake_timeout_s
         folder = _socket_dir()
         if not SocketListener._swept:
@@ -285,6 +291,8 @@ class SocketListener:
     def _handshake(self, conn: socket.socket) -> "SocketChannelReader":
         conn.setblocking(True)
         conn.settimeout(self.handshake_timeout_s)
+        if self._tls is not None and conn.family == socket.AF_INET:
+            conn = server_context(self._tls).wrap_socket(conn, server_side=True)
         challenge = os.urandom(_CHALLENGE_BYTES)
         conn.sendall(challenge)
         answer = _recv_exact(conn, _DIGEST_BYTES)
@@ -332,11 +340,14 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
                     my_node_id: str = "", timeout_s: float = 30.0,
-                    secret: bytes = b"") -> "SocketChannelWriter":
+                    secret: bytes = b"", tls: Optional[TlsSettings] = None,
+                    same_node: str = "unix") -> "SocketChannelWriter":
     """Open the producer end of ``channel_id`` to the listener at ``address`` and
     authenticate both ways with the job's ``secret`` (:class:`HandshakeError` if the
-    listener does not know it)."""
-    if address.get("node_id", "") == my_node_id and os.path.exists(address["unix"]):
+    listener does not know it). A unix socket on the same node (unless ``same_node`` is
+    ``"tcp"``), TCP otherwise, in TLS when ``tls`` is given."""
+    if (same_node == "unix" and address.get("node_id", "") == my_node_id
+            and os.path.exists(address["unix"])):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout_s)
         sock.connect(address["unix"])
@@ -344,6 +355,13 @@ def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
         sock = socket.create_connection(tuple(address["tcp"]), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _keepalive(sock)
+        if tls is not None:
+            try:
+                sock = client_context(tls).wrap_socket(sock)
+            except (OSError, ssl.SSLError) as e:
+                sock.close()
+                raise HandshakeError(f"channel {channel_id!r}: TLS with the listener at "
+                                     f"{address} failed: {e}") from e
     try:
         challenge = _recv_exact(sock, _CHALLENGE_BYTES)
         mine = os.urandom(_CHALLENGE_BYTES)
@@ -363,6 +381,23 @@ def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
     return SocketChannelWriter(channel_id, sock, credits)
 
 
+def _recv_nowait(sock: socket.socket) -> Optional[bytes]:
+    """What ``sock`` has to read now (None: nothing, or it failed); TLS sockets take no
+    flags, so they are made non-blocking for the call."""
+    try:
+        if isinstance(sock, ssl.SSLSocket):
+            sock.setblocking(False)
+            try:
+                return sock.recv(4096)
+            finally:
+                sock.setblocking(True)
+        return sock.recv(4096, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+    except OSError:
+        return None
+
+
 class SocketChannelWriter(ChannelWriter):
     def __init__(self, channel_id: str, sock: socket.socket, credits: int) -> None:
         self.channel_id = channel_id
@@ -372,16 +407,12 @@ class SocketChannelWriter(ChannelWriter):
         self._available = credits
         self._seq = 0
         self._pending_credit = b""
+        self._ended = False  # end-of-partition sent
         self.closed = False
 
     def in_flight(self) -> int:
         """Frames not yet taken by the reader (reads returned credits without blocking)."""
-        try:
-            data = self._sock.recv(4096, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            data = None
-        except OSError:
-            data = None
+        data = _recv_nowait(self._sock)
         if data:
             self._take_credits(data)
         return self.credits - self._available
@@ -415,6 +446,8 @@ class SocketChannelWriter(ChannelWriter):
             raise ChannelClosedError(f"channel {self.channel_id}: send failed: {e}") from e
         self._seq += 1
         self._available -= 1
+        if type(frame) is EndOfPartition:
+            self._ended = True
         st = self.stats
         st.frames += 1
         st.bytes += len(data)
@@ -437,6 +470,40 @@ class SocketChannelWriter(ChannelWriter):
         except OSError:
             pass
 
+    def await_taken(self, timeout_s: float) -> None:
+        """After end-of-partition, wait until the reader has taken every frame (its credits
+        are back): a TCP socket closed with credits unread, or one that credits arrive at
+        after it closed, answers with a reset, and a reset may cost the reader the frames
+        it has not read yet. Waiting counts as back-pressure, not as a hang."""
+        if not self._ended or self.closed:
+            return
+        deadline = time.monotonic() + timeout_s
+        self.stats.blocked_since = time.monotonic()
+        try:
+            while self._available < self.credits:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("flowray: channel %s: closing with %d frames not taken by "
+                                "the reader after %.0f s", self.channel_id,
+                                self.credits - self._available, timeout_s)
+                    return
+                self._sock.settimeout(min(left, 1.0))
+                try:
+                    data = self._sock.recv(4096)
+                except (socket.timeout, ssl.SSLWantReadError):
+                    continue
+                if not data:
+                    return  # the reader closed: nothing more to wait for
+                self._take_credits(data)
+        except OSError:
+            return  # the reader is gone
+        finally:
+            self.stats.blocked_since = None
+            try:
+                self._sock.settimeout(None)
+            except OSError:
+                pass
+
 
 class SocketChannelReader(ChannelReader):
     def __init__(self, channel_id: str, sock: socket.socket) -> None:
@@ -447,10 +514,32 @@ class SocketChannelReader(ChannelReader):
         self._seqs = _SequenceChecker(channel_id)
         self._ended = False
         self._eof = False
+        self._tls = isinstance(sock, ssl.SSLSocket)
+        self._credit_out = b""  # credits not sent yet (the socket had no room)
         self.closed = False
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+    def ready_without_io(self) -> bool:
+        """Whether :meth:`poll` has something without the socket becoming readable:
+        whole frames buffered, the end seen, or (TLS) decrypted bytes inside the TLS
+        layer that a selector cannot see."""
+        return (self.has_frames() or self._eof or bool(self._credit_out)
+                or (self._tls and self.sock.pending() > 0))
+
+    def _send_credit(self, count: int = 1) -> None:
+        out = self._credit_out + (_CREDIT.pack(count) if count else b"")
+        try:
+            sent = self.sock.send(out)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                ssl.SSLWantWriteError):
+            sent = 0  # sent with the next one
+        except OSError:
+            # The producer may close right after end-of-partition while frames are still
+            # buffered here; a producer that died shows up as end-of-stream without EOP.
+            sent = len(out)
+        self._credit_out = out[sent:]
 
     def has_frames(self) -> bool:
         avail = len(self._buf) - self._pos
@@ -478,17 +567,14 @@ class SocketChannelReader(ChannelReader):
             self._pos = 0
         else:
             self._pos = end
-        try:
-            self.sock.send(_CREDIT.pack(1))
-        except OSError:
-            # The producer may close right after end-of-partition while frames are still
-            # buffered here; a producer that died shows up as end-of-stream without EOP.
-            pass
+        self._send_credit()
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame
 
     def poll(self) -> Optional[Frame]:
+        if self._credit_out:
+            self._send_credit(0)
         frame = self._next_buffered()
         if frame is not None or self._eof:
             if frame is None and not self._ended:
@@ -499,7 +585,10 @@ class SocketChannelReader(ChannelReader):
             return frame
         try:
             data = self.sock.recv(_RECV_CHUNK)
-        except BlockingIOError:
+            if self._tls and data:  # a TLS read returns one record: take what is decrypted
+                while self.sock.pending():
+                    data += self.sock.recv(self.sock.pending())
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return None
         except OSError as e:
             raise ChannelClosedError(f"channel {self.channel_id}: {e}") from e
@@ -525,7 +614,7 @@ class SocketInputGate(InputGate):
         self._registered: Dict[int, SocketChannelReader] = {}
 
     def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
-        ready = [r for r in readers if r.has_frames() or r._eof]  # type: ignore[attr-defined]
+        ready = [r for r in readers if r.ready_without_io()]  # type: ignore[attr-defined]
         if ready:
             return ready
         wanted = {r.fileno(): r for r in readers}  # type: ignore[attr-defined]

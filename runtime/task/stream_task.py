@@ -83,6 +83,9 @@ from flowray.common.options import (
 __all__ = ["TaskCancelled", "StreamTask"]
 
 
+#: longest a finished task waits for its consumers to take its last frames
+CONSUMER_DRAIN_TIMEOUT_S = 600.0
+
 class TaskCancelled(Exception):
     pass
 
@@ -213,6 +216,7 @@ class StreamTask:
                 self._run_inputs()
             self._end_input()
             self._await_final_checkpoint()
+            self._await_consumers()
             self._close_operators()
             self.state = TaskState.FINISHED
             return TaskResult(self.tdd.subtask, TaskState.FINISHED, None, self._final_metrics())
@@ -344,12 +348,15 @@ class StreamTask:
                 _WriterOutput(self.record_writers[eid], self.clock)
                 for eid in plan.network_outputs.get(node_id, [])
             ]
+            for eid in plan.network_outputs.get(node_id, []):
+                self.record_writers[eid].producer = plan.operators[node_id].name
             side: Dict[str, List[Output]] = {}
             for tag, c in plan.side_chained.get(node_id, []):
                 side.setdefault(tag, []).append(ChainedOutput(plan.operators[c]))
             for tag, eid in plan.side_network_outputs.get(node_id, []):
                 side.setdefault(tag, []).append(
                     _WriterOutput(self.record_writers[eid], self.clock))
+                self.record_writers[eid].producer = plan.operators[node_id].name
             plan.operators[node_id].setup(
                 ctx, _one_output(outputs), {tag: _one_output(o) for tag, o in side.items()})
         self.operators = [plan.operators[n] for n in order]
@@ -654,6 +661,14 @@ class StreamTask:
             op.close()
         if self.checkpointer is not None:
             self.checkpointer.close(wait=True)
+
+    def _await_consumers(self) -> None:
+        """Before the connections close: every consumer has taken every frame (closing a
+        TCP connection earlier may lose them; see ``ChannelWriter.await_taken``)."""
+        for rw in self.record_writers.values():
+            rw.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
+        for ch in self._driver_channels:
+            ch.writer.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
 
     def _release(self) -> None:
         for rw in self.record_writers.values():

@@ -201,3 +201,47 @@ def test_hostile_connections_to_every_listener_of_a_running_job(ray_session, tmp
     assert final == {k: sum(x for x in range(n) if x % 5 == k) for k in range(5)}
     assert it._client.wait().outcome.restarts == 0
     assert not os.path.exists(marker), "a pickle from an unauthenticated peer was loaded"
+
+
+def test_a_job_over_tls(ray_session, tmp_path):
+    """TCP channels in TLS (security.ssl.internal.*; same-node tcp so that one machine
+    uses TCP): the job's output is right and a peer without TLS is refused."""
+    from flowray import Configuration, StreamExecutionEnvironment
+    from flowray.testing import wait_until
+    from flowray.runtime.network.tls import TlsSettings
+    from tests.support.certificates import make_ca, make_leaf
+
+    import ray
+
+    ca_path, ca = make_ca(str(tmp_path))
+    settings = {"security.ssl.internal.enabled": "true",
+                "security.ssl.internal.keystore": make_leaf(str(tmp_path), ca),
+                "security.ssl.internal.truststore": ca_path,
+                "flowray.channel.same-node": "tcp"}
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration(settings))
+    env.set_parallelism(2)
+    n, go = 2_000, str(tmp_path / "go")
+    it = (env.from_collection(list(range(n)))
+          .map(_WaitForFile(go)).set_parallelism(1)
+          .map(lambda x: (x % 3, x)).set_parallelism(1)
+          .key_by(lambda kv: kv[0])
+          .reduce(lambda a, b: (a[0], a[1] + b[1]))
+          .execute_and_collect("tls"))
+    master = it._client.job_master_actor()
+    wait_until(lambda: len(ray.get(master.data_endpoints.remote())["tasks"]) == 4, 120,
+               "every task to listen")
+    found = ray.get(master.data_endpoints.remote())
+    other_ca_path, other_ca = make_ca(str(tmp_path), "another CA")
+    stranger = TlsSettings(make_leaf(str(tmp_path), other_ca, "stranger"), other_ca_path)
+    # the driver's listener (accepting all along) speaks TLS to its own CA only; the tasks'
+    # channels are TLS on both ends or the job could not deliver to it: a task's producer
+    # and listener use the same settings
+    for address in found["driver"].values():
+        with pytest.raises(HandshakeError, match="TLS"):
+            connect_channel(address, CHANNEL, 4, "elsewhere", timeout_s=10,
+                            secret=os.urandom(32), tls=stranger)
+    open(go, "w").close()
+    final = {}
+    for key, total in it:
+        final[key] = max(final.get(key, -1), total)
+    assert final == {k: sum(x for x in range(n) if x % 3 == k) for k in range(3)}

@@ -12,9 +12,16 @@ import ray
 from ray.cluster_utils import Cluster
 
 from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+from flowray.datastream import RuntimeExecutionMode
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.storage_reach import StorageNotSharedError
-from flowray.testing import PAUSE, TestingSource, TransactionalTestingSink, wait_until
+from flowray.testing import (
+    PAUSE,
+    RecordOpens,
+    TestingSource,
+    TransactionalTestingSink,
+    wait_until,
+)
 
 KEYS, N = 5, 3_000
 
@@ -55,6 +62,82 @@ def refuses_node_local_checkpoints(work: str) -> str:
     return ""
 
 
+class WaitForFile:
+    """A map that holds its first record until ``path`` exists, then passes records on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.released = False
+
+    def __call__(self, x):
+        import time
+        while not self.released:
+            self.released = os.path.exists(self.path)
+            if not self.released:
+                time.sleep(0.01)
+        return x
+
+
+def task_nodes(client) -> dict:
+    """Actor name -> node id of the job's running task actors."""
+    nodes = {}
+    for name in client.task_actor_names().values():
+        actor = ray.get_actor(name, namespace=NAMESPACE)
+        nodes[name] = ray.get(actor.address.remote(), timeout=30)["node_id"]
+    return nodes
+
+
+def batch_node_loss(cluster, work: str) -> dict:
+    """BATCH, three stages over blocking partitions on shared storage: once the first
+    stage finished (its partitions written), a node running second-stage tasks is
+    removed; the lost tasks run again elsewhere, read the partitions as they are (the
+    producers do not run again) and the final counts are committed once each."""
+    spare = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    go = os.path.join(work, "batch-go")
+    runs = os.path.join(work, "producer-runs.txt")
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        "flowray.blocking-partitions.dir": os.path.join(work, "partitions"),
+        "flowray.storage.local-paths-shared": "true",  # one machine: one disk
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 10,
+        "restart-strategy.fixed-delay.delay": "500 ms"}))
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(3)
+    sink = TransactionalTestingSink(os.path.join(work, "batch-out"))
+    words = [f"w{i % 7}" for i in range(7_000)]
+    (env.from_collection(words).set_parallelism(1)
+        .map(RecordOpens(runs)).name("producer")
+        .map(lambda w: (w, 1))
+        .key_by(lambda t: t[0])
+        .map(WaitForFile(go)).name("consumer")  # holds stage 2 until the node is gone
+        .key_by(lambda t: t[0]).sum(1)
+        .sink_to(sink))
+    client = env.execute_async("batch-node-loss")
+    wait_until(lambda: any("/consumer/" in n for n in client.task_actor_names().values()),
+               180, "the second stage to start")
+    nodes = task_nodes(client)
+    master_node = client.get_job_info()["node_id"]
+    consumers = {n: node for n, node in nodes.items() if "/consumer/" in n}
+    workers = [w for w in cluster.worker_nodes if w.node_id != master_node]
+    victim = next((w for w in workers if w.node_id in consumers.values()), None)
+    if victim is not None:
+        cluster.remove_node(victim)
+    open(go, "w").close()
+    result = client.wait()
+    final = {}
+    for word, count in sink.committed():
+        final[word] = max(final.get(word, 0), count)
+    return {"victim_consumers": sum(1 for v in consumers.values()
+                                    if victim is not None and v == victim.node_id),
+            "master_node_is_head": master_node == cluster.head_node.node_id,
+            "spare_used": spare.node_id in set(nodes.values()),
+            "restarts": result.outcome.restarts,
+            "producer_runs": sorted(open(runs).read().split()),
+            "counts_right": final == {f"w{i}": 1_000 for i in range(7)},
+            "committed": len(sink.committed())}
+
+
 def main(work: str) -> dict:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
@@ -84,10 +167,7 @@ def main(work: str) -> dict:
         .sink_to(sink))
     client = env.execute_async("node-loss")
     wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
-    nodes = {}
-    for key, name in client.task_actor_names().items():
-        actor = ray.get_actor(name, namespace=NAMESPACE)
-        nodes[key] = ray.get(actor.address.remote(), timeout=30)["node_id"]
+    nodes = task_nodes(client)
     master_node = client.get_job_info()["node_id"]
     by_node = defaultdict(list)
     for key, node in nodes.items():
@@ -105,7 +185,8 @@ def main(work: str) -> dict:
             "job_master_restarts": result.outcome.job_master_restarts,
             "exactly_once": exactly_once(got), "records": len(got), "expected": N,
             "pending": len(sink.pending()), "per_key": per_key(got),
-            "refused_local_checkpoints": refused}
+            "refused_local_checkpoints": refused,
+            "batch": batch_node_loss(cluster, work)}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Losing a node mid-job on a 3-node Ray cluster in one machine (issue 14): tasks are spread
 over the nodes (TCP channels between them), a worker node hosting tasks is removed, and
-the job recovers with its committed output exactly once. The cluster runs in a process of
+the job recovers with its committed output exactly once; then a BATCH job loses a node
+running its second stage and finishes without re-running the first (its partitions are
+on storage every node sees). The cluster runs in a process of
 its own (its own Ray temp folder), apart from the test session's shared local Ray."""
 
 import json
@@ -32,3 +34,9 @@ def test_a_node_lost_mid_job_recovers_exactly_once(tmp_path):
     # the same job with a plain checkpoint path not declared shared never started
     assert "state.checkpoints.dir" in result["refused_local_checkpoints"], result
     assert "3 nodes" in result["refused_local_checkpoints"], result
+    # BATCH: a node running second-stage tasks lost after the first stage finished
+    batch = result["batch"]
+    assert batch["victim_consumers"] >= 1, batch
+    assert batch["restarts"] >= 1 and batch["counts_right"], batch
+    assert batch["producer_runs"] == ["0", "1", "2"], batch  # partitions survived
+    assert batch["committed"] == 7, batch  # one final count per word, once each

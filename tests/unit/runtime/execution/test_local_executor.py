@@ -375,3 +375,19 @@ def test_row_records_sum_by_field_name():
     out = env.from_collection(rows).key_by(lambda r: r.user).sum("n").execute_and_collect(limit=3)
     assert out == [Row(user="a", n=1), Row(user="b", n=5), Row(user="a", n=3)]
     assert out[-1].n == 3 and out[-1].user == "a"
+
+
+def test_an_unserializable_record_fails_once_naming_the_operator_and_the_record():
+    import threading
+
+    env = local_env(2, **{"restart-strategy.type": "fixed-delay",
+                          "restart-strategy.fixed-delay.attempts": "20",
+                          "restart-strategy.fixed-delay.delay": "0 ms"})
+    env.from_collection([1, 2, 3]).map(lambda x: threading.Lock() if x == 2 else x) \
+        .name("make locks").key_by(lambda x: 1).map(lambda x: x).add_sink(lambda v: None)
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("unpicklable")
+    err = info.value
+    assert err.cause_type == "RecordSerializationError"
+    assert "'make locks'" in str(err) and "of type lock" in str(err)
+    assert err.outcome.restarts == 0

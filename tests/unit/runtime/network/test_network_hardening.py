@@ -8,6 +8,7 @@ import socket
 import stat
 import struct
 import threading
+import time
 
 import pytest
 
@@ -132,3 +133,84 @@ def test_user_temp_dirs_are_private_and_a_symlink_is_refused(tmp_path):
     os.symlink(str(elsewhere), str(tmp_path / f"flowray-{os.getuid()}" / "partitions"))
     with pytest.raises(UnsafeTempDirError, match="partitions"):
         user_temp_dir("partitions", str(tmp_path))
+
+
+def test_a_record_that_cannot_be_serialized_is_named():
+    import threading
+
+    from flowray.runtime.network.elements import RecordBatch
+    from flowray.runtime.network.frame_codec import RecordSerializationError
+
+    with pytest.raises(RecordSerializationError) as info:
+        encode_frame(RecordBatch(["fine", 2, threading.Lock(), "never reached"]), 0)
+    assert "record 2 of a batch of 4" in str(info.value) and "lock" in str(info.value)
+    assert info.value.recoverable is False
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
+def test_a_finished_producer_closes_only_once_its_frames_are_taken(tls, tmp_path):
+    """Closing a TCP connection with credits unread makes the kernel answer with a reset,
+    which can cost the reader its unread frames: the producer waits for the reader first
+    (``await_taken``), and the reader gets every frame and end-of-partition."""
+    from flowray.runtime.network.elements import EndOfPartition, RecordBatch
+    from flowray.runtime.network.socket_transport import SocketInputGate
+
+    settings = None
+    if tls:
+        from flowray.runtime.network.tls import TlsSettings
+        from tests.support.certificates import make_ca, make_leaf
+        ca_path, ca = make_ca(str(tmp_path))
+        settings = TlsSettings(make_leaf(str(tmp_path), ca), ca_path)
+    secret = os.urandom(32)
+    listener = SocketListener("node-a", secret=secret, tls=settings)
+    accepted = {}
+    accepting = threading.Thread(
+        target=lambda: accepted.update(listener.accept(["c"], timeout_s=30)), daemon=True)
+    accepting.start()
+    n = 40  # every frame fits in the credits: the producer never waits for one
+    writer = connect_channel(listener.address(), "c", n + 2, "node-b", timeout_s=30,
+                             secret=secret, tls=settings)
+    accepting.join(30)
+    reader, gate = accepted["c"], SocketInputGate()
+    written, done = threading.Event(), threading.Event()
+
+    def produce():
+        for i in range(n):
+            writer.write(RecordBatch([i] + [b"x" * 1024] * 20))  # about 20 KB each
+        writer.write(EndOfPartition())
+        written.set()
+        writer.await_taken(30)
+        writer.close()
+        done.set()
+    producing = threading.Thread(target=produce, daemon=True)
+    producing.start()
+    got, ended = [], False
+    # take two frames (their credits go back, and the producer does not read them) ...
+    while len(got) < 2:
+        assert gate.wait([reader], 30), "no frame within 30 s"
+        frame = reader.poll()
+        if frame is not None:
+            got.append(frame.records[0])
+    # ... and read on only once the producer has written everything and waits for its
+    # frames to be taken (or, were it not to wait, has closed: with credits unread, its
+    # close resets the connection and drops what it had not sent yet)
+    assert written.wait(30)
+    deadline = time.monotonic() + 30
+    while writer.stats.blocked_since is None and not writer.closed:
+        assert time.monotonic() < deadline, "the producer neither waited nor closed"
+        time.sleep(0.001)
+    while not ended:
+        assert gate.wait([reader], 30), "no frame within 30 s"
+        while True:
+            frame = reader.poll()
+            if frame is None:
+                break
+            if type(frame) is EndOfPartition:
+                ended = True
+                break
+            got.append(frame.records[0])
+    producing.join(30)
+    assert done.is_set() and got == list(range(n))
+    reader.close()
+    gate.close()
+    listener.close()
