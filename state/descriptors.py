@@ -33,15 +33,29 @@ class StateDescriptor:
     """Base of all descriptors: a unique ``name`` per operator and a state kind."""
 
     kind: StateKind
+    _ttl_config: Any = None  # a StateTtlConfig (flowray.state.ttl_config) or None
 
     def __init__(self, name: str, type_info: Any = None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"state name must be a non-empty string, got {name!r}")
         self.name = name
         self.type_info = type_info
+        self._ttl_config = None
 
     def get_name(self) -> str:
         return self.name
+
+    def enable_time_to_live(self, ttl_config: Any) -> None:
+        """Values of this state expire as ``ttl_config`` (a ``StateTtlConfig``) says."""
+        from flowray.state.ttl_config import StateTtlConfig
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise TypeError(f"state {self.name!r}: enable_time_to_live expects a "
+                            f"StateTtlConfig, got {ttl_config!r}")
+        self._ttl_config = ttl_config
+
+    def get_ttl_config(self) -> Any:
+        """The ``StateTtlConfig`` given to :meth:`enable_time_to_live`, or ``None``."""
+        return self._ttl_config
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -43,6 +43,15 @@ from flowray.state.full_snapshot import (  # the state pickles, defined there
     open_full_snapshot,
 )
 from flowray.state.snapshot import KeyedStateHandle
+from flowray.state.ttl import (
+    TtlCleanupCursor,
+    TtlState,
+    create_ttl_state,
+    incompatible,
+    purge_function,
+    ttl_table_name,
+)
+from flowray.common.clock import Clock, SystemClock
 
 __all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
 
@@ -214,9 +223,15 @@ _STATE_CLASSES = {
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
-    """Keyed state in Python dicts, one dict per key group per state."""
+    """Keyed state in Python dicts, one dict per key group per state. ``clock``: the
+    processing-time clock of state TTL (default: the system clock)."""
 
-    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int,
+                 clock: Optional[Clock] = None) -> None:
+        self.ttl_clock: Clock = clock if clock is not None else SystemClock()
+        #: TTL tables cleaned up in full snapshots: table name -> (purge, ttl ms)
+        self._ttl_purges: Dict[str, Tuple[Callable[[Any, int, int], Any], int]] = {}
+        self._per_record_cleanups: List[TtlCleanupCursor] = []
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self._assign = KeyGroupAssigner(max_parallelism)
@@ -264,10 +279,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
         if not isinstance(descriptor, StateDescriptor):
             raise TypeError(f"expected a StateDescriptor, got {descriptor!r}")
+        ttl = descriptor._ttl_config
+        if ttl is not None and ttl.is_enabled():
+            return self._ttl_state(descriptor, ttl)
         table = self.get_state_table(descriptor.name, descriptor.kind)
         state = self._states.get(descriptor.name)
         if state is not None:
             return state
+        if ttl_table_name(descriptor.name) in self._tables:
+            raise incompatible(descriptor.name, ttl_now=False)
         if isinstance(descriptor, ReducingStateDescriptor):
             state = HeapReducingState(self, table, descriptor.reduce_function)
         elif isinstance(descriptor, AggregatingStateDescriptor):
@@ -276,6 +296,47 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             state = _STATE_CLASSES[descriptor.kind](self, table)
         self._states[descriptor.name] = state
         return state
+
+    def _ttl_state(self, descriptor: StateDescriptor, config: Any) -> TtlState:
+        """The TTL decorator of ``descriptor`` (:mod:`flowray.state.ttl`), created once."""
+        table_name = ttl_table_name(descriptor.name)
+        table = self.get_state_table(table_name, descriptor.kind)
+        state = self._states.get(table_name)
+        if state is not None:
+            return state  # type: ignore[return-value]
+        if descriptor.name in self._tables:
+            raise incompatible(descriptor.name, ttl_now=True)
+        state = create_ttl_state(descriptor, config, HeapValueState(self, table), self.ttl_clock)
+        strategies = config.get_cleanup_strategies()
+        incremental = strategies.get_incremental_cleanup_strategy()
+        if incremental is not None:
+            plain = type(self).set_current_key
+            cursor = TtlCleanupCursor(
+                self, state, incremental.get_cleanup_size(), list(self.key_group_range),
+                lambda kg: list(table.map_for(kg)), lambda k, kg: plain(self, k, kg),
+                ("_current_key", "_current_key_group", "_current_offset"))
+            state.incremental = cursor
+            if incremental.run_cleanup_for_every_record():
+                self._add_per_record_cleanup(cursor)
+        if strategies.in_full_snapshot():
+            self._ttl_purges[table_name] = (purge_function(descriptor.kind), config.get_ttl_ms())
+        self._states[table_name] = state
+        return state
+
+    def _add_per_record_cleanup(self, cursor: TtlCleanupCursor) -> None:
+        """Run ``cursor`` on every ``set_current_key`` (once per record): the instance's
+        ``set_current_key`` is replaced, so backends without it pay nothing."""
+        cleanups = self._per_record_cleanups
+        if not cleanups:
+            plain = type(self).set_current_key
+
+            def set_current_key(key: Any, key_group: Optional[int] = None) -> None:
+                plain(self, key, key_group)
+                for c in cleanups:
+                    c.step()
+
+            self.set_current_key = set_current_key  # type: ignore[method-assign]
+        cleanups.append(cursor)
 
     def state_names(self) -> List[str]:
         return list(self._tables)
@@ -297,9 +358,14 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """Serialize every non-empty key group now (the copy that later changes cannot
         reach); the writer only stores the bytes."""
         groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
+        purges = self._ttl_purges
+        now = self.ttl_clock.now_ms() if purges else 0
         for name, table in self._tables.items():
             start = table.key_group_range.start
+            purge = purges.get(name)
             for offset, m in enumerate(table.maps):
+                if m and purge is not None:  # TTL cleanup_full_snapshot
+                    m = _purged(m, purge[0], purge[1], now)
                 if m:
                     groups.setdefault(start + offset, {})[name] = m
         if not groups:
@@ -333,6 +399,17 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
 
 _FORMAT = FORMAT_V1  # the heap writes v1: its state is in memory anyway
+
+
+def _purged(m: Dict[Any, Any], purge: Callable[[Any, int, int], Any], ttl: int,
+            now: int) -> Dict[Any, Any]:
+    """The entries of ``m`` without expired values (a new dict)."""
+    out = {}
+    for k, v in m.items():
+        kept = purge(v, ttl, now)
+        if kept is not None:
+            out[k] = kept
+    return out
 
 
 class _HeapSnapshotWriter(KeyedSnapshotWriter):

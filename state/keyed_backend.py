@@ -7,7 +7,8 @@ Implementations: :mod:`flowray.state.heap_backend` (default). A backend is bound
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generic, Iterable, Iterator, Optional, Sequence, Tuple, \
+    TypeVar
 
 from flowray.state.descriptors import StateDescriptor
 from flowray.state.key_groups import KeyGroupRange
@@ -15,6 +16,8 @@ from flowray.state.key_groups import KeyGroupRange
 __all__ = [
     "State",
     "ValueState",
+    "AppendingState",
+    "MergingState",
     "ListState",
     "MapState",
     "ReducingState",
@@ -35,7 +38,14 @@ class State(abc.ABC):
         """Remove the value for the current key."""
 
 
-class ValueState(State):
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+
+
+class ValueState(State, Generic[T]):
     @abc.abstractmethod
     def value(self) -> Any:
         """The value for the current key, or ``None``."""
@@ -44,7 +54,21 @@ class ValueState(State):
     def update(self, value: Any) -> None: ...
 
 
-class ListState(State):
+class AppendingState(State, Generic[IN, OUT]):
+    """State that values are added to and whose current state can be read (as PyFlink)."""
+
+    @abc.abstractmethod
+    def get(self) -> Any: ...
+
+    @abc.abstractmethod
+    def add(self, value: Any) -> None: ...
+
+
+class MergingState(AppendingState[IN, OUT]):
+    """Appending state whose values of several namespaces can be merged (as PyFlink)."""
+
+
+class ListState(MergingState[T, Iterable[T]]):
     @abc.abstractmethod
     def get(self) -> Iterable[Any]: ...
 
@@ -61,7 +85,7 @@ class ListState(State):
         return iter(self.get())
 
 
-class MapState(State):
+class MapState(State, Generic[K, V]):
     @abc.abstractmethod
     def get(self, key: Any) -> Any: ...
 
@@ -69,7 +93,7 @@ class MapState(State):
     def put(self, key: Any, value: Any) -> None: ...
 
     @abc.abstractmethod
-    def put_all(self, entries: dict) -> None: ...
+    def put_all(self, entries: Dict[Any, Any]) -> None: ...
 
     @abc.abstractmethod
     def remove(self, key: Any) -> None: ...
@@ -95,8 +119,17 @@ class MapState(State):
     def __contains__(self, key: Any) -> bool:
         return self.contains(key)
 
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
 
-class ReducingState(State):
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+
+class ReducingState(MergingState[T, T]):
     @abc.abstractmethod
     def get(self) -> Any: ...
 
@@ -104,7 +137,7 @@ class ReducingState(State):
     def add(self, value: Any) -> None: ...
 
 
-class AggregatingState(State):
+class AggregatingState(MergingState[IN, OUT]):
     @abc.abstractmethod
     def get(self) -> Any: ...
 

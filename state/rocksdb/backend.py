@@ -51,6 +51,16 @@ from flowray.state.rocksdb.states import (
     RocksDBValueAccessor,
 )
 from flowray.state.snapshot import IncrementalKeyedStateHandle
+from flowray.state.rocksdb.states import RocksDBValueState
+from flowray.state.ttl import (
+    TtlCleanupCursor,
+    TtlState,
+    create_ttl_state,
+    incompatible,
+    purge_function,
+    ttl_table_name,
+)
+from flowray.common.clock import Clock, SystemClock
 from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
 __all__ = ["RocksDBKeyedStateBackend"]
@@ -98,7 +108,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     call :meth:`notify_checkpoint_complete` for each completed checkpoint, or every
     checkpoint uploads all SST files again. ``snapshot_part_bytes``: full snapshots and
     savepoints are written and read back in parts of about this size (the memory they
-    need; :mod:`flowray.state.full_snapshot`)."""
+    need; :mod:`flowray.state.full_snapshot`). ``clock``: the processing-time clock of
+    state TTL (default: the system clock)."""
 
     def __init__(
         self,
@@ -107,7 +118,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         working_dir: str,
         incremental: bool = False,
         snapshot_part_bytes: int = DEFAULT_PART_BYTES,
+        clock: Optional[Clock] = None,
     ) -> None:
+        self.ttl_clock: Clock = clock if clock is not None else SystemClock()
+        #: TTL states cleaned up in full snapshots: table name -> (purge, ttl ms)
+        self._ttl_purges: Dict[str, Tuple[Callable[[Any, int, int], Any], int]] = {}
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
             raise ValueError(
                 f"max parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
@@ -197,11 +212,16 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
         if not isinstance(descriptor, StateDescriptor):
             raise TypeError(f"expected a StateDescriptor, got {descriptor!r}")
+        ttl = descriptor._ttl_config
+        if ttl is not None and ttl.is_enabled():
+            return self._ttl_state(descriptor, ttl)
         name = descriptor.name
         cf = self._column_family(name, descriptor.kind)
         state = self._states.get(name)
         if state is not None:
             return state
+        if ttl_table_name(name) in self._kinds:
+            raise incompatible(name, ttl_now=False)
         if isinstance(descriptor, ReducingStateDescriptor):
             state = RocksDBReducingState(self, cf, name, descriptor.reduce_function)
         elif isinstance(descriptor, AggregatingStateDescriptor):
@@ -209,6 +229,36 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         else:
             state = _STATE_CLASSES[descriptor.kind](self, cf, name)
         self._states[name] = state
+        return state
+
+    def _ttl_state(self, descriptor: StateDescriptor, config: Any) -> TtlState:
+        """The TTL decorator of ``descriptor`` (:mod:`flowray.state.ttl`), created once.
+        Background cleanup: the sweep standing in for the compaction filter."""
+        table_name = ttl_table_name(descriptor.name)
+        cf = self._column_family(table_name, descriptor.kind)
+        state = self._states.get(table_name)
+        if state is not None:
+            return state  # type: ignore[return-value]
+        if descriptor.name in self._kinds:
+            raise incompatible(descriptor.name, ttl_now=True)
+        state = create_ttl_state(descriptor, config, RocksDBValueState(self, cf, table_name),
+                                 self.ttl_clock)
+        strategies = config.get_cleanup_strategies()
+        compaction = strategies.get_rocksdb_compact_filter_cleanup_strategy()
+        if compaction is not None:
+            plain = type(self).set_current_key
+
+            def keys_of_group(kg: int) -> List[Any]:
+                return [decode_key(k, 2) for k in self._scan(self._cfs[table_name], kg, kg,
+                                                               False)]
+
+            state.sweep = TtlCleanupCursor(
+                self, state, compaction.get_query_time_after_num_entries(),
+                list(self.key_group_range), keys_of_group, lambda k, kg: plain(self, k, kg),
+                ("_current_key", "_current_key_group", "_current_db_key"))
+        if strategies.in_full_snapshot():
+            self._ttl_purges[table_name] = (purge_function(descriptor.kind), config.get_ttl_ms())
+        self._states[table_name] = state
         return state
 
     def value_accessor(self, name: str) -> RocksDBValueAccessor:
@@ -264,8 +314,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         os.makedirs(self._snapshot_dir, exist_ok=True)
         path = os.path.join(self._snapshot_dir, f"chk-{checkpoint_id}-{next(self._snapshot_seq)}")
         Checkpoint(self._db).create_checkpoint(path)
+        purges = {n: p for n, p in self._ttl_purges.items() if n in kinds}
         return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range,
-                                         part_bytes=self.snapshot_part_bytes)
+                                         part_bytes=self.snapshot_part_bytes,
+                                         ttl_purges=purges,
+                                         now_ms=self.ttl_clock.now_ms() if purges else 0)
 
     def _snapshot_incremental(
         self, checkpoint_id: int, kinds: Dict[str, str]

@@ -22,8 +22,10 @@ from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import (
     KeyedSnapshotWriter,
 )
+from flowray.state.full_snapshot import dumps_state
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
+    _loads,
     _raw_options,
     decode_key,
 )
@@ -40,6 +42,20 @@ def _column_entries(name: str, items: Iterator[Tuple[bytes, bytes]]) -> Iterator
     """The raw entries of one column family as snapshot entries (keys decoded)."""
     for k, v in items:
         yield int.from_bytes(k[:2], "big"), name, decode_key(k, 2), v, len(k) + len(v)
+
+
+def _purged_entries(entries: Iterator[_Entry], purge: Callable[[Any, int, int], Any],
+                    ttl: int, now: int) -> Iterator[_Entry]:
+    """``entries`` of a TTL state without expired values (state TTL's
+    ``cleanup_full_snapshot``)."""
+    for kg, name, key, value, size in entries:
+        obj = _loads(value)
+        kept = purge(obj, ttl, now)
+        if kept is None:
+            continue
+        if kept is not obj:
+            value = dumps_state(kept)
+        yield kg, name, key, value, size
 
 
 def key_group_ordered(columns: List[Iterator[_Entry]]) -> Iterator[_Entry]:
@@ -77,7 +93,11 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         self, checkpoint_path: Optional[str], kinds: Dict[str, str],
         key_group_range: KeyGroupRange, part_bytes: int = DEFAULT_PART_BYTES,
         record_bytes: int = DEFAULT_RECORD_BYTES,
+        ttl_purges: Optional[Dict[str, Tuple[Callable[[Any, int, int], Any], int]]] = None,
+        now_ms: int = 0,
     ) -> None:
+        self.ttl_purges = ttl_purges or {}
+        self.now_ms = now_ms
         self.checkpoint_path = checkpoint_path
         self.kinds = kinds
         self.key_group_range = key_group_range
@@ -118,7 +138,11 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             for name in self.kinds:
                 cf = db.get_column_family(_CF_PREFIX + name)
                 handles.append(cf)
-                columns.append(_column_entries(name, cf.items()))
+                column = _column_entries(name, cf.items())
+                purge = self.ttl_purges.get(name)
+                if purge is not None:
+                    column = _purged_entries(column, purge[0], purge[1], self.now_ms)
+                columns.append(column)
             add = out.add
             for kg, name, key, value, size in key_group_ordered(columns):
                 add(kg, name, key, value, size)

@@ -151,6 +151,8 @@ class OperatorHarness:
         if keyed and backend != "heap" and working_dir is None:
             working_dir = tempfile.mkdtemp(prefix="harness-rocks-")  # dispose() removes it
         self.backend = _make_backend(backend, key_group_range, working_dir) if keyed else None
+        if self.backend is not None:
+            self.backend.ttl_clock = self.clock  # state TTL runs on the manual clock
         if restore_from is not None and self.backend is not None:
             self.backend.restore(restore_from, self.storage.read)
         self.ctx = OperatorContext(

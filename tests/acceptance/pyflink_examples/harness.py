@@ -85,21 +85,6 @@ def rewrite_imports(source: str) -> str:
     return source
 
 
-# State TTL (StateTtlConfig) is the subject of a later issue: the TTL examples run without
-# it. Their output does not change, since no state expires within their one-second TTL.
-_TTL_CONFIG = re.compile(
-    r"^(\s*)state_ttl_config = StateTtlConfig.*?\.build\(\)\n\s*"
-    r"state_descriptor\.enable_time_to_live\(state_ttl_config\)\n", re.M | re.S)
-
-
-def without_state_ttl(source: str) -> str:
-    """``source`` with its StateTtlConfig lines removed (and the import of the name)."""
-    source, n = _TTL_CONFIG.subn("", source)
-    if n != 1:
-        raise ValueError("expected one StateTtlConfig block to remove")
-    return source.replace(", StateTtlConfig", "")
-
-
 def expected_output(name: str) -> str:
     return (EXPECTED_DIR / f"{name}.txt").read_text()
 
