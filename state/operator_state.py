@@ -6,7 +6,9 @@ parallelism (:func:`redistribute_operator_state`, Flink's round-robin repartitio
 
 * ``get_list_state`` (``SPLIT_DISTRIBUTE``): the elements of all subtasks are concatenated
   and split evenly; each element goes to exactly one subtask;
-* ``get_union_list_state`` (``UNION``): every subtask gets every element.
+* ``get_union_list_state`` (``UNION``): every subtask gets every element;
+* ``get_broadcast_state`` (``BROADCAST``, a map, not a list): every subtask holds a copy;
+  each new subtask gets the copy of one old subtask (``i % old_parallelism``).
 
 Contract: the same name gives the same state object; a name is bound to one mode (asking for
 it in the other mode raises :class:`StateAccessError`, also against restored state).
@@ -38,9 +40,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import cloudpickle
 
+from flowray.state.broadcast_state import HeapBroadcastState
 from flowray.state.keyed_backend import ListState, StateAccessError
-from flowray.state.descriptors import ListStateDescriptor
-from flowray.state.snapshot import SPLIT_DISTRIBUTE, UNION, OperatorStateEntry
+from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor
+from flowray.state.snapshot import BROADCAST, SPLIT_DISTRIBUTE, UNION, OperatorStateEntry
 
 __all__ = [
     "OperatorStateStore",
@@ -48,8 +51,11 @@ __all__ = [
     "redistribute_operator_state",
 ]
 
-_MODES = (SPLIT_DISTRIBUTE, UNION)
-_GETTER = {SPLIT_DISTRIBUTE: "get_list_state", UNION: "get_union_list_state"}
+_MODES = (SPLIT_DISTRIBUTE, UNION, BROADCAST)
+_GETTER = {SPLIT_DISTRIBUTE: "get_list_state", UNION: "get_union_list_state",
+           BROADCAST: "get_broadcast_state"}
+_KIND = {SPLIT_DISTRIBUTE: f"{SPLIT_DISTRIBUTE} list", UNION: f"{UNION} list",
+         BROADCAST: BROADCAST}
 
 
 class OperatorListState(ListState):
@@ -112,6 +118,7 @@ class OperatorStateStore:
                                        f"mode {entry.mode!r} in the restored snapshot")
         self._restored_names = list(self._restored)
         self._states: Dict[str, OperatorListState] = {}
+        self._broadcast: Dict[str, HeapBroadcastState] = {}
 
     @classmethod
     def restore(cls, entries: Optional[Dict[str, OperatorStateEntry]]) -> "OperatorStateStore":
@@ -128,6 +135,33 @@ class OperatorStateStore:
         """A list state of which every subtask gets all elements on restore (``UNION``)."""
         return self._get(descriptor, UNION)
 
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> HeapBroadcastState:
+        """The broadcast state (a map) named by ``state_descriptor`` (``BROADCAST``): every
+        subtask snapshots its copy, every subtask gets one copy back on restore."""
+        if not isinstance(state_descriptor, MapStateDescriptor):
+            raise TypeError(f"get_broadcast_state expects a MapStateDescriptor, got "
+                            f"{state_descriptor!r}")
+        name = state_descriptor.name
+        state = self._broadcast.get(name)
+        if state is not None:
+            return state
+        if name in self._states:
+            _check_mode(name, self._states[name].mode, BROADCAST, "registered")
+        entry = self._restored.get(name)
+        if entry is not None:
+            _check_mode(name, entry.mode, BROADCAST, "restored")
+            try:
+                pairs = [cloudpickle.loads(b) for b in entry.items]
+            except Exception as e:
+                raise StateAccessError(f"broadcast state {name!r}: cannot deserialize the "
+                                       f"restored entries: {type(e).__name__}: {e}") from e
+            del self._restored[name]
+            state = HeapBroadcastState(name, dict(pairs))
+        else:
+            state = HeapBroadcastState(name)
+        self._broadcast[name] = state
+        return state
+
     def _get(self, descriptor: Union[ListStateDescriptor, str], mode: str) -> OperatorListState:
         if isinstance(descriptor, str):
             descriptor = ListStateDescriptor(descriptor)
@@ -139,6 +173,8 @@ class OperatorStateStore:
         if state is not None:
             _check_mode(name, state.mode, mode, "registered")
             return state
+        if name in self._broadcast:
+            _check_mode(name, BROADCAST, mode, "registered")
         entry = self._restored.get(name)
         if entry is not None:
             _check_mode(name, entry.mode, mode, "restored")
@@ -160,7 +196,8 @@ class OperatorStateStore:
 
     def state_names(self) -> List[str]:
         """Every state name this store would snapshot."""
-        return list(self._states) + [n for n in self._restored if n not in self._states]
+        live = list(self._states) + list(self._broadcast)
+        return live + [n for n in self._restored if n not in live]
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self) -> Dict[str, OperatorStateEntry]:
@@ -177,6 +214,16 @@ class OperatorStateStore:
                         f"operator state {name!r}: cannot serialize element {element!r}: "
                         f"{type(e).__name__}: {e}") from e
             out[name] = OperatorStateEntry(state.mode, items)
+        for name, bstate in self._broadcast.items():
+            pairs = []
+            for pair in bstate._map.items():
+                try:
+                    pairs.append(cloudpickle.dumps(pair))
+                except Exception as e:
+                    raise StateAccessError(
+                        f"broadcast state {name!r}: cannot serialize entry {pair!r}: "
+                        f"{type(e).__name__}: {e}") from e
+            out[name] = OperatorStateEntry(BROADCAST, pairs)
         for name, entry in self._restored.items():
             out[name] = OperatorStateEntry(entry.mode, list(entry.items))
         return out
@@ -188,8 +235,8 @@ class OperatorStateStore:
 def _check_mode(name: str, have: str, want: str, how: str) -> None:
     if have != want:
         raise StateAccessError(
-            f"operator state {name!r} is {how} as {have} list state (via {_GETTER[have]}); "
-            f"it cannot be used as {want} list state (via {_GETTER[want]})")
+            f"operator state {name!r} is {how} as {_KIND[have]} state (via {_GETTER[have]}); "
+            f"it cannot be used as {_KIND[want]} state (via {_GETTER[want]})")
 
 
 def _split_evenly(items: List[bytes], parts: int) -> List[List[bytes]]:
@@ -215,7 +262,10 @@ def redistribute_operator_state(
     * ``SPLIT_DISTRIBUTE`` on rescale: the elements of all old subtasks, in subtask order,
       are cut into ``new_parallelism`` contiguous parts as even as possible (the first
       parts get the remainder); every new subtask gets an entry, possibly empty;
-    * ``UNION``: every new subtask gets all elements, in old subtask order.
+    * ``UNION``: every new subtask gets all elements, in old subtask order;
+    * ``BROADCAST``: every subtask keeps its own copy at the same parallelism; on rescale
+      new subtask ``i`` gets the copy of old subtask ``i % old_parallelism`` (the copies
+      are meant to be equal; an old subtask without one is skipped for the next).
 
     Elements stay serialized (the job master never unpickles user objects). A name used
     with different modes by different subtasks raises ``ValueError``.
@@ -243,6 +293,13 @@ def redistribute_operator_state(
 
     unions = {name: concatenated(name) for name, mode in modes.items() if mode == UNION}
 
+    def broadcast_copy(name: str, index: int) -> OperatorStateEntry:
+        for j in range(len(prev)):
+            s = prev[(index + j) % len(prev)]
+            if name in s:
+                return OperatorStateEntry(BROADCAST, list(s[name].items))
+        raise AssertionError(name)  # unreachable: the name came from some subtask
+
     if len(prev) == new_parallelism:
         result: List[Dict[str, OperatorStateEntry]] = []
         for subtask_state in prev:
@@ -250,6 +307,9 @@ def redistribute_operator_state(
                    for name, entry in subtask_state.items() if entry.mode == SPLIT_DISTRIBUTE}
             for name, items in unions.items():
                 own[name] = OperatorStateEntry(UNION, list(items))
+            for name, mode in modes.items():
+                if mode == BROADCAST:
+                    own[name] = broadcast_copy(name, len(result))
             result.append(own)
         return result
 
@@ -258,6 +318,9 @@ def redistribute_operator_state(
         if mode == UNION:
             for subtask_state in result:
                 subtask_state[name] = OperatorStateEntry(UNION, list(unions[name]))
+        elif mode == BROADCAST:
+            for index, subtask_state in enumerate(result):
+                subtask_state[name] = broadcast_copy(name, index % len(prev))
         else:
             for subtask_state, part in zip(result, _split_evenly(concatenated(name),
                                                                  new_parallelism)):

@@ -23,6 +23,7 @@ from flowray.state.key_groups import KeyGroupRange
 __all__ = [
     "SPLIT_DISTRIBUTE",
     "UNION",
+    "BROADCAST",
     "OperatorStateEntry",
     "KeyedStateHandle",
     "IncrementalKeyedStateHandle",
@@ -33,6 +34,7 @@ __all__ = [
 
 SPLIT_DISTRIBUTE = "SPLIT_DISTRIBUTE"  # each element goes to one subtask on rescale
 UNION = "UNION"                        # every subtask gets all elements on restore
+BROADCAST = "BROADCAST"                # a map every subtask holds a copy of; (key, value) items
 
 
 @dataclass
