@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/savepoints.py
 	$(PY) benchmarks/channel_auth.py
 	$(PY) benchmarks/tls.py
+	$(PY) benchmarks/async_io.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
