@@ -32,6 +32,7 @@ from flowray.state.broadcast_state import (
 from flowray.state.descriptors import MapStateDescriptor, StateDescriptor
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.operator_state import OperatorStateStore
+from flowray.state.ttl import ttl_config_of, ttl_table_name
 
 from flowray.operators.base import (
     StateInitializationContext,
@@ -226,7 +227,9 @@ class _Context(_Times, KeyedBroadcastProcessFunction.Context, BroadcastProcessFu
             raise TypeError(f"apply_to_keyed_state expects a function(key, state), got "
                             f"{function!r}")
         state = backend.get_partitioned_state(state_descriptor)
-        for key in list(backend.get_keys(state_descriptor.name)):
+        table = (ttl_table_name(state_descriptor.name)
+                 if ttl_config_of(state_descriptor) is not None else state_descriptor.name)
+        for key in list(backend.get_keys(table)):
             backend.set_current_key(key)
             result = function(key, state)
             if isinstance(result, types.GeneratorType):

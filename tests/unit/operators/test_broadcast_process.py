@@ -304,3 +304,33 @@ def test_processing_time_timers_and_side_outputs(make):
     h.advance_clock(1)
     assert h.side(REJECTED).records[1:] == [("a", 1_050, "PROCESSING_TIME")]
     assert h.records == []
+
+
+class ResetTtlCounts(KeyedBroadcastProcessFunction):
+    """Counts per key in a state with TTL; a broadcast "reset" visits every key's count."""
+
+    def __init__(self, descriptor):
+        self.descriptor = descriptor
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(self.descriptor)
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+
+    def process_broadcast_element(self, value, ctx):
+        def report(key, state):
+            yield ("count", key, state.value())
+        ctx.apply_to_keyed_state(self.descriptor, report)
+
+
+def test_apply_to_keyed_state_visits_state_with_ttl(make):
+    from flowray.common.time import Time
+    from flowray.state.ttl_config import StateTtlConfig
+
+    descriptor = ValueStateDescriptor("ttl-count")
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+    h = make(KeyedBroadcastProcessOperator(ResetTtlCounts(descriptor), key_of, [RULES]))
+    h.process([("a", 1), ("b", 1), ("a", 2)])
+    h.process2([("report", None)])
+    assert sorted(h.records) == [("count", "a", 2), ("count", "b", 1)]
