@@ -277,6 +277,10 @@ class StreamOperator:
     default_name = "Operator"
     num_inputs = 1
     is_keyed = False  # needs a keyed state backend (applied on a KeyedStream)
+    #: the declared type emitted records are converted to (``output_type=``; ``None``: none)
+    output_type: Any = None
+    #: ``(operator, output) -> output`` applied at setup (set with the output type)
+    output_wrapper: Optional[Callable[["StreamOperator", Output], Output]] = None
 
     def __init__(self, name: Optional[str] = None) -> None:
         self.name = name or self.default_name
@@ -294,6 +298,8 @@ class StreamOperator:
     def setup(self, ctx: OperatorContext, output: Output,
               side_outputs: Optional[Dict[str, Output]] = None) -> None:
         self.ctx = ctx
+        if self.output_wrapper is not None:
+            output = self.output_wrapper(self, output)
         self.output = output
         self.side_outputs = dict(side_outputs or {})
 
@@ -406,6 +412,8 @@ class StreamOperator:
 
     # -- helpers -----------------------------------------------------------------------
     def user_error(self, cause: BaseException) -> UserFunctionError:
+        if isinstance(cause, UserFunctionError):  # e.g. from a chained operator: keep it
+            return cause
         subtask = None
         if self.ctx is not None:
             subtask = f"{self.ctx.subtask_index + 1}/{self.ctx.parallelism}"

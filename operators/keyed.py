@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
+from flowray.common.types import Row
 from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.keyed_backend import StateAccessError
@@ -266,6 +267,10 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
             if type(a) is tuple and type(field) is int:
                 i = field if field >= 0 else field + len(a)
                 return a[:i] + (a[i] + b[i],) + a[i + 1:]
+            if type(field) is int and isinstance(a, Row):  # keeps names and row kind
+                items = list(a)
+                items[field] += b[field]
+                return a._with_values(items)
             if scalar and isinstance(a, (int, float)):
                 return a + b
             return _with_field(a, field, _get_field(a, field) + _get_field(b, field))

@@ -1,77 +1,288 @@
-"""``Row`` as in ``pyflink.common``: a tuple whose fields may also have names.
+"""``Row`` and ``RowKind`` as in ``pyflink.common``: a row is a tuple whose fields may also
+have names, and which carries a change kind (insert, update before/after, delete).
 
 >>> r = Row(name="ann", clicks=3)
->>> r.name, r[1], r.as_dict()
-('ann', 3, {'name': 'ann', 'clicks': 3})
+>>> r.name, r[1], r["clicks"], r.as_dict()
+('ann', 3, 3, {'name': 'ann', 'clicks': 3})
+>>> r
+Row(name='ann', clicks=3)
+>>> Row("a", 1)
+<Row('a', 1)>
+>>> Person = Row("name", "age")
+>>> Person("Alice", 11)
+Row(name='Alice', age=11)
+>>> d = Row.of_kind(RowKind.DELETE, "a", 1)
+>>> d.get_row_kind(), str(d.get_row_kind())
+(<RowKind.DELETE: 3>, '-D')
+
+Unlike PyFlink's ``Row`` (a mutable object), flowray's is an immutable ``tuple``, because
+records are keys too: equality and hashing are the tuple's (field names and row kind are
+not compared), so ``Row("a", 1) == ("a", 1)`` and a ``Row`` key is the same key as the
+tuple of its values.
+
 >>> Row("a", 1) == ("a", 1)
 True
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import copyreg
+from enum import Enum
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["Row"]
+__all__ = ["Row", "RowKind"]
 
 
-class Row(tuple):
-    _fields: Optional[Tuple[str, ...]]
+class RowKind(Enum):
+    """The kind of change a row stands for (Flink's ``RowKind``); ``str`` gives the short
+    form (``+I``, ``-U``, ``+U``, ``-D``)."""
+
+    INSERT = 0
+    UPDATE_BEFORE = 1
+    UPDATE_AFTER = 2
+    DELETE = 3
+
+    def __str__(self) -> str:
+        return _SHORT[self.value]
+
+
+_SHORT = ("+I", "-U", "+U", "-D")
+_KINDS = tuple(RowKind)
+_INSERT = RowKind.INSERT
+_NEW_TUPLE = tuple.__new__
+
+
+class _RowClass(type):
+    """Metaclass of :class:`Row`: a named row's own class pickles as its field names."""
+
+
+class Row(tuple, metaclass=_RowClass):
+    """A fixed-length row of values, optionally named (``Row(a=1)``), with a
+    :class:`RowKind` (``INSERT`` unless set). ``Row("a", "b")`` (strings) also serves as a
+    template: calling it with values gives a row named by them."""
+
+    #: field names, or ``None`` for a row of positional values
+    _fields: Optional[Tuple[str, ...]] = None
+    _row_kind: RowKind = RowKind.INSERT
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Row":
         if args and kwargs:
-            raise ValueError("Row takes positional values or named values, not both")
-        row = super().__new__(cls, kwargs.values() if kwargs else args)
-        row._fields = tuple(kwargs) if kwargs else None
-        return row
+            raise ValueError("Can not use both args and kwargs to create Row")
+        if kwargs:
+            return Row.with_fields(tuple(kwargs), kwargs.values())
+        fields = cls._fields
+        if fields is not None and len(args) != len(fields):  # a named row's own class
+            raise ValueError(f"{len(fields)} field names for {len(args)} values")
+        return super().__new__(cls, args)
 
     @classmethod
-    def with_fields(cls, fields: Tuple[str, ...], values: Any) -> "Row":
+    def with_fields(cls, fields: Sequence[str], values: Iterable[Any],
+                    row_kind: Optional[RowKind] = None) -> "Row":
         """A named row from field names and values in the same order (no dict built).
 
         >>> Row.with_fields(("a", "b"), (1, 2))
         Row(a=1, b=2)
         """
-        row = tuple.__new__(cls, values)
+        fields = tuple(fields)
+        named = _named_class(fields) if cls is Row or cls._fields is not None else None
+        row = tuple.__new__(named or cls, values)
         if len(row) != len(fields):
             raise ValueError(f"{len(fields)} field names for {len(row)} values")
-        row._fields = tuple(fields)
+        if named is None:
+            row._fields = fields
+        if row_kind is not None and row_kind is not RowKind.INSERT:
+            row._row_kind = row_kind
         return row
 
+    @staticmethod
+    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> "Row":
+        """A row of ``row_kind``.
+
+        >>> Row.of_kind(RowKind.UPDATE_AFTER, x=1).get_row_kind() is RowKind.UPDATE_AFTER
+        True
+        """
+        row = Row(*args, **kwargs)
+        row.set_row_kind(row_kind)
+        return row
+
+    # -- row kind ------------------------------------------------------------------------
+    def get_row_kind(self) -> RowKind:
+        return self._row_kind
+
+    def set_row_kind(self, row_kind: RowKind) -> None:
+        if not isinstance(row_kind, RowKind):
+            raise TypeError(f"row_kind must be a RowKind, got {row_kind!r}")
+        self._row_kind = row_kind
+
+    def _is_retract_msg(self) -> bool:
+        return self._row_kind in (RowKind.UPDATE_BEFORE, RowKind.DELETE)
+
+    def _is_accumulate_msg(self) -> bool:
+        return self._row_kind in (RowKind.UPDATE_AFTER, RowKind.INSERT)
+
+    # -- names ---------------------------------------------------------------------------
+    def set_field_names(self, field_names: Sequence[str]) -> None:
+        """Name this row's fields (as many names as values)."""
+        names = tuple(field_names)
+        if len(names) != len(self):
+            raise ValueError(f"{len(names)} field names for a row of {len(self)} values")
+        self._fields = names
+
+    def get_fields_by_names(self, names: Sequence[str]) -> List[Any]:
+        """The values of fields ``names``, in that order (all values, in order, when the
+        row has no names or exactly these)."""
+        fields = self._fields
+        if fields is None or tuple(names) == fields:
+            return list(self)
+        missing = [n for n in names if n not in fields]
+        if missing:
+            raise KeyError(f"Field names {missing} not exist in {list(fields)}.")
+        return [tuple.__getitem__(self, fields.index(n)) for n in names]
+
+    def as_dict(self, recursive: bool = False) -> Dict[str, Any]:
+        """``{name: value}``; ``recursive`` also turns nested rows (in lists and dicts
+        too) into dicts. Raises ``TypeError`` for a row without field names."""
+        if self._fields is None:
+            raise _NoNames("Cannot convert a Row without field names into dict")
+        if not recursive:
+            return dict(zip(self._fields, self))
+        return {k: _as_plain(v) for k, v in zip(self._fields, self)}
+
+    def _replace(self, **changes: Any) -> "Row":
+        if self._fields is None:
+            raise ValueError("this Row has no field names")
+        values = self.as_dict()
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise ValueError(f"Row has no fields {sorted(unknown)}")
+        values.update(changes)
+        return Row.with_fields(self._fields, values.values(), self._row_kind)
+
+    def _with_values(self, values: Iterable[Any]) -> "Row":
+        """A row like this one (names, kind) holding ``values`` (as many as this one's)."""
+        cls = type(self)
+        row = tuple.__new__(cls, values)
+        if len(row) != len(self):
+            raise ValueError(f"{len(row)} values for a row of {len(self)}")
+        if self._fields is not cls._fields:
+            row._fields = self._fields
+        if self._row_kind is not _INSERT:
+            row._row_kind = self._row_kind
+        return row
+
+    # -- access --------------------------------------------------------------------------
     def __getattr__(self, item: str) -> Any:
-        fields = tuple.__getattribute__(self, "_fields")
-        if fields and item in fields:
-            return self[fields.index(item)]
+        if item.startswith("_"):
+            raise AttributeError(item)
+        fields = self._fields
+        if fields is not None and item in fields:
+            return tuple.__getitem__(self, fields.index(item))
         raise AttributeError(item)
 
     def __getitem__(self, item: Any) -> Any:
         if isinstance(item, str):
-            if not self._fields or item not in self._fields:
+            fields = self._fields
+            if fields is None or item not in fields:
                 raise KeyError(item)
-            return tuple.__getitem__(self, self._fields.index(item))
+            return tuple.__getitem__(self, fields.index(item))
         return tuple.__getitem__(self, item)
 
-    def _replace(self, **changes: Any) -> "Row":
-        if not self._fields:
-            raise ValueError("this Row has no field names")
-        values = self.as_dict()
-        values.update(changes)
-        return Row(**values)
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("a flowray Row is immutable (a tuple); build a new one, e.g. "
+                        "row._replace(name=value) or Row(*values)")
 
-    def as_dict(self) -> Dict[str, Any]:
-        if not self._fields:
-            raise ValueError("this Row has no field names")
-        return dict(zip(self._fields, self))
+    def __contains__(self, item: Any) -> bool:
+        """Named row: whether ``item`` is a field name; otherwise whether it is a value."""
+        if self._fields is not None:
+            return item in self._fields
+        return tuple.__contains__(self, item)
+
+    def __call__(self, *args: Any) -> "Row":
+        """A row named by this template's values: ``Row("name", "age")("ann", 3)``."""
+        if len(args) > len(self):
+            raise ValueError(f"Can not create Row with fields {self!r}, expected {len(self)} "
+                             f"values but got {args!r}")
+        return Row.with_fields(tuple(self)[:len(args)], args, self._row_kind)
+
+    # -- pickling and display ------------------------------------------------------------
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        cls = type(self)
+        if self._row_kind is _INSERT and self._fields is cls._fields:  # the common case
+            return (_NEW_TUPLE, (cls, tuple(self)))  # a named class pickles as its names
+        return (_create_row, (self._fields, tuple(self), self._row_kind.value))
 
     def __reduce__(self) -> Any:
-        if self._fields:
-            return (_named_row, (self._fields, tuple(self)))
-        return (Row, tuple(self))
+        return self.__reduce_ex__(2)
 
     def __repr__(self) -> str:
-        if self._fields:
+        if self._fields is not None:
             return "Row(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self)) + ")"
-        return "Row(" + ", ".join(repr(v) for v in self) + ")"
+        return "<Row(" + ", ".join(repr(v) for v in self) + ")>"
+
+
+#: one subclass of Row per tuple of field names, holding them as a class attribute: a named
+#: row then needs no instance dict (rows are as cheap as they can be, and not GC-heavier)
+_NAMED_CLASSES: Dict[Tuple[str, ...], type] = {}
+_MAX_NAMED_CLASSES = 4096
+
+
+def _named_class(fields: Tuple[str, ...]) -> Optional[type]:
+    """The Row class named by ``fields`` (``None`` when too many distinct schemas exist)."""
+    cls = _NAMED_CLASSES.get(fields)
+    if cls is None:
+        if len(_NAMED_CLASSES) >= _MAX_NAMED_CLASSES:
+            return None
+        cls = type("Row", (Row,), {"_fields": fields, "__slots__": (),
+                                   "__module__": Row.__module__, "__qualname__": "Row"})
+        cls = _NAMED_CLASSES.setdefault(fields, cls)
+    return cls
+
+
+def _class_for(fields: Tuple[str, ...]) -> type:
+    """The Row class named by ``fields`` (for unpickling)."""
+    cls = _named_class(tuple(fields))
+    if cls is None:
+        cls = type("Row", (Row,), {"_fields": tuple(fields), "__slots__": (),
+                                   "__module__": Row.__module__, "__qualname__": "Row"})
+    return cls
+
+
+def _reduce_row_class(cls: type) -> Any:
+    fields = cls.__dict__.get("_fields")
+    if fields is None:  # Row itself, or a user's subclass: by name
+        return cls.__qualname__
+    return (_class_for, (fields,))
+
+
+copyreg.dispatch_table[_RowClass] = _reduce_row_class
+
+
+class _NoNames(TypeError, ValueError):
+    """A row without field names where names are needed (a ``TypeError`` as in PyFlink; a
+    ``ValueError`` as flowray raised before)."""
+
+
+def _as_plain(obj: Any) -> Any:
+    if isinstance(obj, Row) and obj._fields is not None:
+        return obj.as_dict(True)
+    if isinstance(obj, list):
+        return [_as_plain(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _as_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _create_row(fields: Optional[Sequence[str]], values: Tuple[Any, ...],
+                kind: int = 0) -> Row:
+    if fields is not None:
+        row = Row.with_fields(fields, values)
+    else:
+        row = tuple.__new__(Row, values)
+    if kind:
+        row._row_kind = _KINDS[kind]
+    return row
 
 
 def _named_row(fields: Tuple[str, ...], values: Tuple[Any, ...]) -> Row:
-    return Row(**dict(zip(fields, values)))
+    """Unpickles rows pickled before row kinds existed."""
+    return _create_row(fields, values)
