@@ -54,6 +54,7 @@ True
 
 from __future__ import annotations
 
+from flowray.common.compat import not_implemented
 from flowray.common.files import fsync_dir
 
 import os
@@ -234,6 +235,13 @@ class FileSink(TwoPhaseCommitSink):
         self.sink_id = sink_id or uuid.uuid4().hex[:16]
         if not re.fullmatch(r"[0-9A-Za-z]+", self.sink_id):
             raise ValueError(f"FileSink: the sink id must be alphanumeric, got {self.sink_id!r}")
+
+    for_bulk_format = not_implemented(
+        "FileSink.for_bulk_format",
+        "bulk writers are Java: use for_row_format(...), or ParquetFilesSink for Parquet")
+    get_transformer = not_implemented(
+        "FileSink.get_transformer",
+        "transform the stream with map/process before sink_to(...)")
 
     @staticmethod
     def for_row_format(base_path: str, encoder: Encoder) -> "RowFormatBuilder":

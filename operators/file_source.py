@@ -49,6 +49,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, List, Optional, Sequence
 
+from flowray.common.compat import not_implemented
 from flowray.operators.sources import (
     Boundedness,
     ShareOrSplitReader,
@@ -136,6 +137,13 @@ class FileSourceBuilder:
     def build(self) -> "FileSource":
         return FileSource(self._format, enumerate_files(self._paths))
 
+    set_file_enumerator = not_implemented(
+        "FileSourceBuilder.set_file_enumerator",
+        "the source lists the files under its paths itself (folders recursively)")
+    set_split_assigner = not_implemented(
+        "FileSourceBuilder.set_split_assigner",
+        "the source deals its splits out itself, evenly, and rescales them on restore")
+
 
 class FileSource(Source):
     """A bounded source of the lines of a fixed list of local files (see the module doc)."""
@@ -145,6 +153,11 @@ class FileSource(Source):
     def __init__(self, stream_format: StreamFormat, files: Sequence[str]) -> None:
         self.stream_format = stream_format
         self.files: List[str] = list(files)
+
+    for_bulk_file_format = not_implemented(
+        "FileSource.for_bulk_file_format",
+        "bulk formats are Java: read text lines with for_record_stream_format("
+        "StreamFormat.text_line_format(), ...)")
 
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:

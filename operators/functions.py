@@ -18,6 +18,7 @@ import abc
 import enum
 from typing import Any, Iterable, Optional
 
+from flowray.common.compat import not_implemented
 from flowray.state.keyed_backend import (
     AggregatingState,
     KeyedStateBackend,
@@ -246,6 +247,10 @@ class RuntimeContext:
 
     def get_job_parameter(self, key: str, default_value: Any = None) -> Any:
         return self._job_parameters.get(key, default_value)
+
+    get_metrics_group = not_implemented(
+        "RuntimeContext.get_metrics_group",
+        "no metric groups: the tasks' record counts are in JobClient.get_job_info()")
 
     def _state(self, descriptor: StateDescriptor, expected: type) -> Any:
         if self._backend is None:

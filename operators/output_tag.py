@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from flowray.common.compat import not_implemented
+
 __all__ = ["OutputTag", "ResultCollector"]
 
 
@@ -32,6 +34,9 @@ class OutputTag:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    get_java_output_tag = not_implemented(
+        "OutputTag.get_java_output_tag", "nothing: flowray runs no JVM; use the tag itself")
 
     def __hash__(self) -> int:
         return hash(("OutputTag", self.tag_id))

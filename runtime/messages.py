@@ -73,9 +73,17 @@ class JobStatus(enum.Enum):
     CANCELLING = "CANCELLING"
     CANCELED = "CANCELED"
     RESTARTING = "RESTARTING"
+    # Flink's, for PyFlink programs that compare against them; flowray jobs never report
+    # these (no suspended masters, no reconciliation of a recovered cluster)
+    SUSPENDED = "SUSPENDED"
+    RECONCILING = "RECONCILING"
 
     def is_globally_terminal_state(self) -> bool:
         return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+    def is_terminal_state(self) -> bool:
+        """Globally terminal, or SUSPENDED (as Flink)."""
+        return self.is_globally_terminal_state() or self is JobStatus.SUSPENDED
 
 
 @dataclass

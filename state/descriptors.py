@@ -88,7 +88,12 @@ class ReducingStateDescriptor(StateDescriptor):
 
     def __init__(self, name: str, reduce_function: Any, type_info: Any = None) -> None:
         super().__init__(name, type_info)
+        self._reduce_function = reduce_function
         self.reduce_function = _as_callable(reduce_function, "reduce", name)
+
+    def get_reduce_function(self) -> Any:
+        """The reduce function as given."""
+        return self._reduce_function
 
 
 class AggregatingStateDescriptor(StateDescriptor):
@@ -103,6 +108,10 @@ class AggregatingStateDescriptor(StateDescriptor):
                     f"create_accumulator/add/get_result; {agg_function!r} lacks {method}"
                 )
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> Any:
+        """The aggregate function as given."""
+        return self.agg_function
 
 
 def _as_callable(fn: Any, method: str, state_name: str) -> Callable[..., Any]:

@@ -150,9 +150,9 @@ class HeapMapState(_HeapState, MapState):
     def put(self, key: Any, value: Any) -> None:
         self._entries(create=True)[key] = value  # type: ignore[index]
 
-    def put_all(self, entries: dict) -> None:
-        if entries:
-            self._entries(create=True).update(entries)  # type: ignore[union-attr]
+    def put_all(self, dict_value: dict) -> None:
+        if dict_value:
+            self._entries(create=True).update(dict_value)  # type: ignore[union-attr]
 
     def remove(self, key: Any) -> None:
         d = self._entries()

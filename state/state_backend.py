@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
+from flowray.common.compat import not_implemented
 from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
@@ -91,6 +92,37 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def is_incremental_checkpoints_enabled(self) -> bool:
         return bool(self.incremental)
+
+    def set_db_storage_paths(self, *paths: str) -> None:
+        """The local folder for the RocksDB files (``state.backend.rocksdb.localdir``);
+        flowray uses one folder per task, so exactly one path (``None``: the default)."""
+        if len(paths) > 1:
+            raise ValueError(f"set_db_storage_paths: flowray takes one local folder, got "
+                             f"{len(paths)} ({', '.join(map(str, paths))})")
+        path = paths[0] if paths else None
+        self.local_dir = None if path is None else os.path.abspath(str(path))
+
+    def get_db_storage_paths(self) -> List[str]:
+        return [] if self.local_dir is None else [self.local_dir]
+
+    set_predefined_options = not_implemented(
+        "EmbeddedRocksDBStateBackend.set_predefined_options",
+        "flowray tunes its RocksDB itself; pass state.backend.rocksdb.* keys it documents")
+    get_predefined_options = not_implemented(
+        "EmbeddedRocksDBStateBackend.get_predefined_options",
+        "flowray tunes its RocksDB itself")
+    set_options = not_implemented(
+        "EmbeddedRocksDBStateBackend.set_options",
+        "RocksDB option factories are Java classes; use the state.backend.rocksdb.* keys")
+    get_options = not_implemented(
+        "EmbeddedRocksDBStateBackend.get_options",
+        "RocksDB option factories are Java classes")
+    set_number_of_transfer_threads = not_implemented(
+        "EmbeddedRocksDBStateBackend.set_number_of_transfer_threads",
+        "snapshot files are written by the task; no transfer thread pool to size")
+    get_number_of_transfer_threads = not_implemented(
+        "EmbeddedRocksDBStateBackend.get_number_of_transfer_threads",
+        "snapshot files are written by the task; no transfer thread pool")
 
     def to_config(self) -> Dict[str, Any]:
         conf: Dict[str, Any] = {"state.backend.type": "rocksdb"}

@@ -440,15 +440,15 @@ class TtlMapState(TtlState, MapState):
         self._raw.update(d)
         self._wrote()
 
-    def put_all(self, entries: Dict[Any, Any]) -> None:
+    def put_all(self, dict_value: Dict[Any, Any]) -> None:
         self._touch()
-        if not entries:
+        if not dict_value:
             return
         now = self._clock.now_ms()
         d = self._raw.value()
         if d is None:
             d = {}
-        for k, v in dict(entries).items():
+        for k, v in dict(dict_value).items():
             d[k] = (v, now)
         self._raw.update(d)
         self._wrote()

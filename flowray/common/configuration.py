@@ -312,10 +312,47 @@ class Configuration:
     def key_set(self) -> Iterable[str]:
         return set(self._values)
 
-    def add_all(self, other: "Configuration") -> "Configuration":
+    def add_all(self, other: "Configuration", prefix: Optional[str] = None) -> "Configuration":
+        """Every entry of ``other``, its key prefixed with ``prefix`` when given."""
         for k, v in other.to_dict().items():
-            self.set_string(k, v)
+            self.set_string(f"{prefix}{k}" if prefix else k, v)
         return self
+
+    def add_all_to_dict(self, target_dict: Dict[str, Any]) -> None:
+        """Copy every entry into ``target_dict``."""
+        target_dict.update(self._values)
+
+    @classmethod
+    def from_dict(cls, map: Mapping[str, Any]) -> "Configuration":  # noqa: A002 - PyFlink's
+        return cls(map)
+
+    def get_float(self, key: str, default_value: float = 0.0) -> float:
+        opt = self._lookup(key)
+        return float(opt.convert(self._values[key])) if key in self._values else default_value
+
+    @staticmethod
+    def parse_list_value(value: str) -> list:
+        """A ``;``-separated list (``"a;b"``) or a ``[a, b]`` list, as Flink writes them.
+
+        >>> Configuration.parse_list_value("a;b"), Configuration.parse_list_value("[x, y]")
+        (['a', 'b'], ['x', 'y'])
+        """
+        if not value:
+            return []
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            return [v.strip().strip("'\"") for v in text[1:-1].split(",") if v.strip()]
+        return value.split(";")
+
+    def get_bytearray(self, key: str, default_value: Any = None) -> Any:
+        raise NotImplementedError(
+            "Configuration.get_bytearray is not implemented in flowray; instead: flowray's "
+            "configuration values are strings: store text (e.g. base64) with set_string")
+
+    def set_bytearray(self, key: str, value: Any) -> "Configuration":
+        raise NotImplementedError(
+            "Configuration.set_bytearray is not implemented in flowray; instead: flowray's "
+            "configuration values are strings: store text (e.g. base64) with set_string")
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(self._values)

@@ -26,12 +26,26 @@ class RestartStrategyConfiguration:
     def to_dict(self) -> Dict[str, Any]:
         return dict(self._settings)
 
+    def get_description(self) -> str:
+        """The strategy in words, e.g. ``fixed-delay (attempts=3, delay=10000 ms)``."""
+        kind = self._settings.get("restart-strategy.type", "the configured default")
+        prefix = f"restart-strategy.{kind}."
+        details = ", ".join(f"{k[len(prefix):]}={v}" for k, v in sorted(self._settings.items())
+                            if k.startswith(prefix))
+        return f"{kind} ({details})" if details else str(kind)
+
     def __repr__(self) -> str:
         return f"RestartStrategyConfiguration({self._settings!r})"
 
 
 class RestartStrategies:
     """PyFlink's ``RestartStrategies`` factory; delays in milliseconds or duration text."""
+
+    @staticmethod
+    def fall_back_restart() -> RestartStrategyConfiguration:
+        """The restart strategy the configuration gives (``restart-strategy.*`` keys set
+        elsewhere, or flowray's default): ``set_restart_strategy`` clears the program's."""
+        return RestartStrategyConfiguration({})
 
     @staticmethod
     def no_restart() -> RestartStrategyConfiguration:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
-__all__ = ["Encoder", "SimpleStringEncoder"]
+__all__ = ["Encoder", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema",
+           "SimpleStringSchema", "ByteArraySchema"]
 
 
 class Encoder:
@@ -47,3 +48,60 @@ class SimpleStringEncoder(Encoder):
 
     def __repr__(self) -> str:
         return f"Encoder.simple_string_encoder({self.charset!r})"
+
+
+class SerializationSchema:
+    """Turns a record into the bytes a connector sends (``serialize``); picklable."""
+
+    def serialize(self, element: Any) -> bytes:
+        raise NotImplementedError(f"{type(self).__name__} does not implement serialize()")
+
+
+class DeserializationSchema:
+    """Turns the bytes a connector received into a record (``deserialize``); picklable."""
+
+    def deserialize(self, message: bytes) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement deserialize()")
+
+    def is_end_of_stream(self, next_element: Any) -> bool:
+        """``True`` ends the stream at ``next_element`` (not emitted)."""
+        return False
+
+
+class SimpleStringSchema(SerializationSchema, DeserializationSchema):
+    """Strings as bytes in ``charset`` (default UTF-8), as PyFlink's.
+
+    >>> s = SimpleStringSchema()
+    >>> s.serialize("héllo"), s.deserialize(b"h\\xc3\\xa9llo")
+    (b'h\\xc3\\xa9llo', 'héllo')
+    """
+
+    def __init__(self, charset: str = "UTF-8") -> None:
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            raise ValueError(f"SimpleStringSchema: unknown charset {charset!r}") from None
+        self.charset = charset
+
+    def serialize(self, element: Any) -> bytes:
+        if not isinstance(element, str):
+            raise TypeError(f"SimpleStringSchema serializes strings, got {element!r}")
+        return element.encode(self.charset)
+
+    def deserialize(self, message: bytes) -> str:
+        return bytes(message).decode(self.charset)
+
+    def __repr__(self) -> str:
+        return f"SimpleStringSchema({self.charset!r})"
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Bytes as they are, as PyFlink's."""
+
+    def serialize(self, element: Any) -> bytes:
+        if not isinstance(element, (bytes, bytearray, memoryview)):
+            raise TypeError(f"ByteArraySchema serializes bytes, got {element!r}")
+        return bytes(element)
+
+    def deserialize(self, message: bytes) -> bytes:
+        return bytes(message)

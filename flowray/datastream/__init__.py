@@ -6,6 +6,7 @@ from flowray.datastream.data_stream import (
     DataStreamSink,
     KeyedStream,
 )
+from flowray.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from flowray.datastream.execution_mode import RuntimeExecutionMode
 from flowray.datastream.output_tag import OutputTag
 from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
@@ -23,6 +24,7 @@ from flowray.runtime.execution.client import (
 from flowray.runtime.messages import JobStatus
 from flowray.runtime.checkpoint.storage import RetainedCheckpoint, find_retained_checkpoints
 
+from flowray.datastream.async_data_stream import AsyncDataStream
 from flowray.datastream.functions import *  # noqa: F401,F403
 from flowray.datastream.functions import __all__ as _functions_all
 from flowray.datastream.state import *  # noqa: F401,F403
@@ -33,5 +35,30 @@ __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",
            "RuntimeExecutionMode", "StreamExecutionEnvironment", "JobClient", "SavepointError",
            "RetainedCheckpoint", "find_retained_checkpoints",
            "JobExecutionError", "JobExecutionResult", "JobStatus", "CheckpointConfig",
+           "AsyncDataStream",
            "CheckpointingMode", "CheckpointedFunction", "CheckpointListener",
            "HashMapStateBackend", "EmbeddedRocksDBStateBackend"] + _functions_all + _state_all
+__all__ += ["BroadcastStream", "BroadcastConnectedStream"]
+
+# PyFlink's remaining pyflink.datastream names (issue 15)
+from flowray.datastream.externalized_checkpoint_retention import (  # noqa: E402
+    ExternalizedCheckpointRetention,
+)
+from flowray.datastream.state_backend import StateBackend  # noqa: E402
+from flowray.datastream.window import (  # noqa: E402
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+
+__all__ += ["ExternalizedCheckpointRetention", "StateBackend", "CountWindow", "GlobalWindow",
+            "MergingWindowAssigner", "TimeWindow", "Trigger", "TriggerResult", "Window",
+            "WindowAssigner"]
+from flowray.datastream.slot_sharing_group import MemorySize, SlotSharingGroup  # noqa: E402
+
+__all__ += ["MemorySize", "SlotSharingGroup"]

@@ -15,10 +15,12 @@ every path is validated the same way and the job sees one configuration.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from flowray.common.configuration import Configuration, duration_setting
+from flowray.common.compat import not_implemented
 from flowray.common.options import (
+    CHECKPOINTS_RETENTION,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MAX_CONCURRENT,
     CHECKPOINTING_MIN_PAUSE,
@@ -55,10 +57,11 @@ class CheckpointConfig:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return CheckpointingMode(self._conf.get(CHECKPOINTING_MODE))
 
-    def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":
-        if not isinstance(mode, CheckpointingMode):
-            raise TypeError(f"expected a CheckpointingMode, got {mode!r}")
-        self._conf.set_string(CHECKPOINTING_MODE.key, mode.value)
+    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode
+                               ) -> "CheckpointConfig":
+        if not isinstance(checkpointing_mode, CheckpointingMode):
+            raise TypeError(f"expected a CheckpointingMode, got {checkpointing_mode!r}")
+        self._conf.set_string(CHECKPOINTING_MODE.key, checkpointing_mode.value)
         return self
 
     def get_checkpoint_timeout(self) -> int:
@@ -73,22 +76,27 @@ class CheckpointConfig:
     def get_min_pause_between_checkpoints(self) -> int:
         return self._conf.get(CHECKPOINTING_MIN_PAUSE)
 
-    def set_min_pause_between_checkpoints(self, min_pause: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_MIN_PAUSE.key, duration_setting(min_pause, "min pause"))
+    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int
+                                          ) -> "CheckpointConfig":
+        self._conf.set_string(CHECKPOINTING_MIN_PAUSE.key,
+                              duration_setting(min_pause_between_checkpoints, "min pause"))
         return self
 
     def get_max_concurrent_checkpoints(self) -> int:
         return self._conf.get(CHECKPOINTING_MAX_CONCURRENT)
 
-    def set_max_concurrent_checkpoints(self, max_concurrent: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_MAX_CONCURRENT.key, max_concurrent)
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int
+                                       ) -> "CheckpointConfig":
+        self._conf.set_string(CHECKPOINTING_MAX_CONCURRENT.key, max_concurrent_checkpoints)
         return self
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return self._conf.get(CHECKPOINTING_TOLERABLE_FAILURES)
 
-    def set_tolerable_checkpoint_failure_number(self, number: int) -> "CheckpointConfig":
-        self._conf.set_string(CHECKPOINTING_TOLERABLE_FAILURES.key, number)
+    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int
+                                                ) -> "CheckpointConfig":
+        self._conf.set_string(CHECKPOINTING_TOLERABLE_FAILURES.key,
+                              tolerable_checkpoint_failure_number)
         return self
 
     def get_checkpoint_storage_path(self) -> Optional[str]:
@@ -104,3 +112,66 @@ class CheckpointConfig:
     def set_num_retained_checkpoints(self, number: int) -> "CheckpointConfig":
         self._conf.set_string(CHECKPOINTS_NUM_RETAINED.key, number)
         return self
+
+    # -- retention of checkpoints when the job ends ------------------------------------
+    def set_externalized_checkpoint_retention(self, retention_mode: Any) -> "CheckpointConfig":
+        """An ``ExternalizedCheckpointRetention``: which of a job's checkpoints outlive it."""
+        from flowray.datastream.externalized_checkpoint_retention import (
+            ExternalizedCheckpointRetention,
+        )
+
+        if not isinstance(retention_mode, ExternalizedCheckpointRetention):
+            raise TypeError(f"expected an ExternalizedCheckpointRetention, got "
+                            f"{retention_mode!r}")
+        self._conf.set_string(CHECKPOINTS_RETENTION.key, retention_mode.value)
+        return self
+
+    def get_externalized_checkpoint_retention(self) -> Any:
+        from flowray.datastream.externalized_checkpoint_retention import (
+            ExternalizedCheckpointRetention,
+        )
+
+        return ExternalizedCheckpointRetention(self._conf.get(CHECKPOINTS_RETENTION))
+
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        return self._conf.get(CHECKPOINTS_RETENTION) != "NO_EXTERNALIZED_CHECKPOINTS"
+
+    # -- deprecated Flink switch, mapped to the tolerable failure number -----------------
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool
+                                         ) -> "CheckpointConfig":
+        """``True``: a failed checkpoint fails the job (tolerable failures 0); ``False``:
+        failed checkpoints are tolerated (up to 10000, the most flowray allows)."""
+        return self.set_tolerable_checkpoint_failure_number(
+            0 if fail_on_checkpointing_errors else 10000)
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        return self.get_tolerable_checkpoint_failure_number() == 0
+
+    # -- unaligned checkpoints: flowray's are always aligned -----------------------------
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return False
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return False
+
+    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+        """Checkpoints are aligned (they always are in flowray)."""
+        return self
+
+    enable_unaligned_checkpoints = not_implemented(
+        "CheckpointConfig.enable_unaligned_checkpoints",
+        "checkpoints are always aligned; keep barriers moving with a smaller "
+        "execution.buffer-timeout and a longer checkpoint timeout")
+    set_force_unaligned_checkpoints = not_implemented(
+        "CheckpointConfig.set_force_unaligned_checkpoints",
+        "checkpoints are always aligned")
+    set_aligned_checkpoint_timeout = not_implemented(
+        "CheckpointConfig.set_aligned_checkpoint_timeout",
+        "checkpoints are always aligned; set_checkpoint_timeout bounds a checkpoint")
+    get_aligned_checkpoint_timeout = not_implemented(
+        "CheckpointConfig.get_aligned_checkpoint_timeout", "get_checkpoint_timeout()")
+    set_alignment_timeout = not_implemented(
+        "CheckpointConfig.set_alignment_timeout",
+        "checkpoints are always aligned; set_checkpoint_timeout bounds a checkpoint")
+    get_alignment_timeout = not_implemented(
+        "CheckpointConfig.get_alignment_timeout", "get_checkpoint_timeout()")

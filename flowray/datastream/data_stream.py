@@ -35,6 +35,7 @@ from flowray.operators.keyed import (
     field_aggregator,
 )
 from flowray.operators.output_tag import OutputTag
+from flowray.operators.typed_output import declare_output_type, typed_key_selector
 from flowray.operators.watermarks import TimestampsAndWatermarksOperator
 from flowray.operators.sinks import (
     DriverSinkOperator,
@@ -46,7 +47,9 @@ from flowray.operators.two_phase_commit import (
     TwoPhaseCommitSink,
     TwoPhaseCommitSinkOperator,
 )
+from flowray.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from flowray.runtime.execution.client import CollectIterator
+from flowray.datastream.stream_api import DataStreamApiMixin, DataStreamSinkApiMixin
 from flowray.runtime.graph.transformations import (
     ChainingStrategy,
     GraphError,
@@ -72,7 +75,8 @@ if TYPE_CHECKING:
     )
     from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
-__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams"]
+__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams",
+           "BroadcastStream", "BroadcastConnectedStream"]
 
 
 def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
@@ -84,8 +88,9 @@ def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
         )
 
 
-class DataStream:
-    """A stream of records, as PyFlink's ``DataStream``."""
+class DataStream(DataStreamApiMixin):
+    """A stream of records, as PyFlink's ``DataStream`` (more methods in
+    :mod:`flowray.datastream.stream_api`)."""
 
     def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
         self._env = env
@@ -131,14 +136,13 @@ class DataStream:
         self._physical("chaining").chaining = ChainingStrategy.NEVER
         return self
 
-    def slot_sharing_group(self, *_: Any) -> "DataStream":
-        return self  # every subtask is its own actor: nothing to share
-
     # -- transformations ---------------------------------------------------------------
     def _one_input(self, op: StreamOperator, output_type: Any = None,
                    keeps_type: bool = False) -> "DataStream":
         """A stream of ``op`` applied to this one; its records are of ``output_type``, or
         of this stream's type when ``keeps_type`` (filter, reduce...)."""
+        if not keeps_type:
+            declare_output_type(op, output_type)  # records are converted to it, as in PyFlink
         t = self._env._add(OperatorTransformation(op, [self._t]))
         t.output_type = self.get_type() if keeps_type else output_type
         return DataStream(self._env, t)
@@ -211,13 +215,18 @@ class DataStream:
     def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
         if not callable(key_selector) and not callable(getattr(key_selector, "get_key", None)):
             raise TypeError(f"key_by expects a function or KeySelector, got {key_selector!r}")
+        key_selector = typed_key_selector(key_selector, key_type)  # keys of key_type, as PyFlink
         partitioner = KeyGroupStreamPartitioner(key_selector, self._env._max_parallelism)
         return KeyedStream(self._env, PartitionTransformation(self._t, partitioner), key_selector)
 
     def union(self, *streams: "DataStream") -> "DataStream":
         return DataStream(self._env, UnionTransformation([self._t] + [s._t for s in streams]))
 
-    def connect(self, ds: "DataStream") -> "ConnectedStreams":
+    def connect(self, ds: Any) -> Any:
+        """``ConnectedStreams`` with another stream, or a ``BroadcastConnectedStream`` with
+        a ``BroadcastStream`` (from ``broadcast(descriptor, ...)``)."""
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds, ds.broadcast_state_descriptors)
         return ConnectedStreams(self, ds)
 
     def _partition(self, partitioner: StreamPartitioner) -> "DataStream":
@@ -232,7 +241,17 @@ class DataStream:
     def shuffle(self) -> "DataStream":
         return self._partition(ShufflePartitioner())
 
-    def broadcast(self) -> "DataStream":
+    def broadcast(self, broadcast_state_descriptor: Any = None,
+                  *other_broadcast_state_descriptors: Any) -> Any:
+        """Every record to every subtask of the next operator; with ``MapStateDescriptor``
+        arguments, a ``BroadcastStream`` holding those broadcast states (to ``connect``)."""
+        if broadcast_state_descriptor is not None:
+            return BroadcastStream(self._partition(BroadcastPartitioner()),
+                                   [broadcast_state_descriptor,
+                                    *other_broadcast_state_descriptors])
+        if other_broadcast_state_descriptors:
+            raise TypeError("broadcast(None, ...): the first broadcast state descriptor is "
+                            "None")
         return self._partition(BroadcastPartitioner())
 
     def global_(self) -> "DataStream":
@@ -264,7 +283,7 @@ class DataStream:
         return self._sink(SinkFunctionOperator(sink_func))
 
     def execute_and_collect(
-        self, job_name: Optional[str] = None, limit: Optional[int] = None
+        self, job_execution_name: Optional[str] = None, limit: Optional[int] = None
     ) -> Any:
         """Run the job; an iterator over this stream's records (a list if ``limit``).
 
@@ -273,7 +292,7 @@ class DataStream:
         endpoint_id = uuid.uuid4().hex[:8]
         sink = self._sink(DriverSinkOperator("collect", endpoint_id))
         sink._ds._t.parallelism = 1
-        client = self._env.execute_async(job_name)
+        client = self._env.execute_async(job_execution_name)
         it = CollectIterator(
             client,
             client.endpoints_by_id[endpoint_id],  # type: ignore
@@ -285,7 +304,7 @@ class DataStream:
         return it
 
 
-class DataStreamSink:
+class DataStreamSink(DataStreamSinkApiMixin):
     def __init__(self, ds: DataStream) -> None:
         self._ds = ds
 
@@ -387,19 +406,22 @@ class KeyedStream(DataStream):
 class ConnectedStreams:
     """Two streams processed by one two-input function (``connect``)."""
 
-    def __init__(self, first: DataStream, second: DataStream) -> None:
-        self.stream1 = first
-        self.stream2 = second
+    def __init__(self, stream1: DataStream, stream2: DataStream) -> None:
+        self.stream1 = stream1
+        self.stream2 = stream2
 
     def _two_input(self, op: StreamOperator, output_type: Any = None) -> DataStream:
         env = self.stream1._env
+        declare_output_type(op, output_type)
         t = env._add(OperatorTransformation(op, [self.stream1._t, self.stream2._t]))
         t.output_type = output_type
         return DataStream(env, t)
 
-    def key_by(self, key_selector1: Any, key_selector2: Any) -> "ConnectedStreams":
+    def key_by(self, key_selector1: Any, key_selector2: Any,
+               key_type: Any = None) -> "ConnectedStreams":
         return ConnectedStreams(
-            self.stream1.key_by(key_selector1), self.stream2.key_by(key_selector2)
+            self.stream1.key_by(key_selector1, key_type),
+            self.stream2.key_by(key_selector2, key_type)
         )
 
     def map(self, func: Any, output_type: Any = None) -> DataStream:
@@ -424,3 +446,11 @@ class ConnectedStreams:
             return self._two_input(KeyedCoProcessOperator(func, *selectors), output_type)
         _check_not_keyed_state(func, "Co-Process")
         return self._two_input(CoProcessOperator(func), output_type)
+
+
+# PyFlink's other names in this module
+from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream  # noqa: E402
+
+#: ``execute_and_collect``'s iterator (``next()``, ``close()``), PyFlink's name for it
+CloseableIterator = CollectIterator
+__all__ += ["WindowedStream", "AllWindowedStream", "CloseableIterator"]

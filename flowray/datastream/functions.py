@@ -20,6 +20,12 @@ from flowray.operators.functions import (
     TimeDomain,
     TimerService,
 )
+from flowray.operators.async_functions import (
+    AsyncFunction,
+    AsyncFunctionDescriptor,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
+)
 from flowray.operators.windowing.functions import (
     AllWindowFunction,
     KeyedStateStore,
@@ -29,6 +35,11 @@ from flowray.operators.windowing.functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
+from flowray.operators.broadcast import (
+    BaseBroadcastProcessFunction,
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+)
 
 __all__ = ["AggregateFunction", "CoFlatMapFunction", "CoMapFunction", "CoProcessFunction",
            "FilterFunction", "FlatMapFunction", "Function", "KeyedCoProcessFunction",
@@ -37,3 +48,11 @@ __all__ = ["AggregateFunction", "CoFlatMapFunction", "CoMapFunction", "CoProcess
            "WindowFunction", "AllWindowFunction", "ProcessWindowFunction",
            "ProcessAllWindowFunction", "PassThroughWindowFunction",
            "PassThroughAllWindowFunction", "KeyedStateStore"]
+__all__ += ["AsyncFunction", "AsyncFunctionDescriptor", "AsyncRetryPredicate",
+            "AsyncRetryStrategy"]
+__all__ += ["BaseBroadcastProcessFunction", "BroadcastProcessFunction",
+            "KeyedBroadcastProcessFunction"]
+from flowray.operators.partitioner import Partitioner  # noqa: E402
+from flowray.operators.source_function import SourceContext, SourceFunction  # noqa: E402
+
+__all__ += ["Partitioner", "SourceFunction", "SourceContext"]

@@ -9,6 +9,7 @@ from flowray.state.keyed_backend import (
     StateAccessError,
     ValueState,
 )
+from flowray.state.broadcast_state import BroadcastState, ReadOnlyBroadcastState
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -22,3 +23,10 @@ __all__ = ["AggregatingState", "ListState", "MapState", "ReducingState", "State"
            "StateAccessError", "ValueState", "AggregatingStateDescriptor",
            "ListStateDescriptor", "MapStateDescriptor", "ReducingStateDescriptor",
            "StateDescriptor", "ValueStateDescriptor"]
+__all__ += ["BroadcastState", "ReadOnlyBroadcastState"]
+
+from flowray.state.ttl_config import StateTtlConfig  # noqa: E402
+from flowray.state.keyed_backend import AppendingState, MergingState  # noqa: E402
+from flowray.state.operator_state import OperatorStateStore  # noqa: E402
+
+__all__ += ["StateTtlConfig", "AppendingState", "MergingState", "OperatorStateStore"]

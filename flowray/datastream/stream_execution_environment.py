@@ -35,10 +35,12 @@ from flowray.common.options import (
     SAVEPOINT_PATH,
 )
 from flowray.common.restart_strategy import RestartStrategyConfiguration
-from flowray.common.typeinfo import value_converter
+from flowray.common.type_conversion import record_converter
+from flowray.operators.typed_output import declare_output_type
 from flowray.datastream.checkpoint_config import CheckpointConfig
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 from flowray.datastream.data_stream import DataStream
+from flowray.datastream.environment_api import EnvironmentApiMixin, apply_chaining_setting
 from flowray.datastream.execution_mode import RuntimeExecutionMode
 from flowray.datastream.extensions import program_runners
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
@@ -92,8 +94,9 @@ def client_configuration() -> Optional[Configuration]:
     return conf
 
 
-class StreamExecutionEnvironment:
-    """Entry point of a flowray program, as PyFlink's ``StreamExecutionEnvironment``."""
+class StreamExecutionEnvironment(EnvironmentApiMixin):
+    """Entry point of a flowray program, as PyFlink's ``StreamExecutionEnvironment`` (more
+    methods in :mod:`flowray.datastream.environment_api`)."""
 
     def __init__(self, configuration: Optional[Configuration] = None) -> None:
         self._config = (
@@ -151,8 +154,9 @@ class StreamExecutionEnvironment:
         self._config.set_string("execution.buffer-timeout", f"{int(timeout_millis)} ms")
         return self
 
-    def set_runtime_mode(self, mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
-        self._config.set_string("execution.runtime-mode", mode.value)
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode
+                         ) -> "StreamExecutionEnvironment":
+        self._config.set_string("execution.runtime-mode", execution_mode.value)
         return self
 
     # -- checkpoints and restarts ----------------------------------------------------------
@@ -216,9 +220,9 @@ class StreamExecutionEnvironment:
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> "DataStream":
         """A bounded stream of the collection's items (parallelism 1, as in PyFlink)."""
         items = list(collection)
-        convert = value_converter(type_info)
+        convert = record_converter(type_info)
         if convert is not None:  # e.g. Types.FLOAT fields become 32-bit floats, as in PyFlink
-            items = [convert(item) for item in items]
+            items = [convert(item) for item in items]  # RecordTypeError names the field
         op = SourceOperator(CollectionSource(items), "Source: Collection Source")
         t = self._add(OperatorTransformation(op))
         t.parallelism = 1
@@ -234,6 +238,7 @@ class StreamExecutionEnvironment:
     ) -> "DataStream":
         name = f"Source: {source_name}" if source_name else None
         op = SourceOperator(source, name, watermark_strategy)
+        declare_output_type(op, type_info)  # records are converted to it, as in PyFlink
         t = self._add(OperatorTransformation(op))
         t.output_type = type_info
         return DataStream(self, t)
@@ -243,6 +248,8 @@ class StreamExecutionEnvironment:
         self, job_name: Optional[str], transformations: Optional[List[Transformation]] = None
     ) -> PreparedJob:
         name = job_name or self._config.get(PIPELINE_NAME) or DEFAULT_JOB_NAME
+        apply_chaining_setting(self._config, self._transformations if transformations is None
+                               else transformations)
         stream_graph = build_stream_graph(
             self._transformations if transformations is None else transformations,
             name,
@@ -321,6 +328,7 @@ class StreamExecutionEnvironment:
 
     def get_execution_plan(self) -> str:
         """The chained job graph as text: one line per task, with its inputs."""
+        apply_chaining_setting(self._config, self._transformations)
         job = build_job_graph(
             build_stream_graph(
                 self._transformations, "plan", self._parallelism, self._max_parallelism

@@ -70,6 +70,10 @@ class _Windowed:
     def get_execution_environment(self) -> Any:
         return self._input._env
 
+    def get_input_type(self) -> Any:
+        """The declared type of the windowed stream's records."""
+        return self._input.get_type()
+
     def trigger(self, trigger: Trigger) -> Any:
         if not isinstance(trigger, Trigger):
             raise TypeError(f"trigger() expects a Trigger (e.g. CountTrigger.of(3)), got "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Callable, Collection, Generic, Iterable, List, Optional, TypeVar
 
+from flowray.common.compat import not_implemented
 from flowray.common.constants import MIN_WATERMARK
 from flowray.operators.windowing._time import to_millis
 from flowray.operators.windowing.triggers import (
@@ -85,6 +86,10 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
     form a pane."""
 
     WindowAssignerContext = WindowAssignerContext
+
+    get_window_serializer = not_implemented(
+        "WindowAssigner.get_window_serializer",
+        "nothing: windows are pickled, no serializer is needed")
 
     @abc.abstractmethod
     def assign_windows(self, element: T, timestamp: Optional[int],
@@ -310,8 +315,8 @@ class _Sessions(MergingWindowAssigner[Any, TimeWindow]):
 
 
 class _FixedGapSessions(_Sessions):
-    def __init__(self, gap: Any) -> None:
-        self._session_gap = _gap(type(self).__name__, gap)
+    def __init__(self, session_gap: Any) -> None:
+        self._session_gap = _gap(type(self).__name__, session_gap)
 
     def _gap_for(self, element: Any) -> int:
         return self._session_gap
@@ -321,9 +326,9 @@ class _FixedGapSessions(_Sessions):
 
 
 class _DynamicGapSessions(_Sessions):
-    def __init__(self, extractor: Any) -> None:
-        self._extractor = extractor
-        self._extract = _extractor(extractor)
+    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+        self._extractor = session_window_time_gap_extractor
+        self._extract = _extractor(session_window_time_gap_extractor)
 
     def _gap_for(self, element: Any) -> int:
         gap = to_millis(self._extract(element), f"{type(self).__name__}: extracted gap")
@@ -362,8 +367,8 @@ class EventTimeSessionWindows(_FixedGapSessions):
     _event_time_based = True
 
     @staticmethod
-    def with_gap(gap: Any) -> "EventTimeSessionWindows":
-        return EventTimeSessionWindows(gap)
+    def with_gap(size: Any) -> "EventTimeSessionWindows":
+        return EventTimeSessionWindows(size)
 
     @staticmethod
     def with_dynamic_gap(extractor: Any) -> DynamicEventTimeSessionWindows:
@@ -376,8 +381,8 @@ class ProcessingTimeSessionWindows(_FixedGapSessions):
     _event_time_based = False
 
     @staticmethod
-    def with_gap(gap: Any) -> "ProcessingTimeSessionWindows":
-        return ProcessingTimeSessionWindows(gap)
+    def with_gap(size: Any) -> "ProcessingTimeSessionWindows":
+        return ProcessingTimeSessionWindows(size)
 
     @staticmethod
     def with_dynamic_gap(extractor: Any) -> DynamicProcessingTimeSessionWindows:

@@ -18,6 +18,7 @@ import enum
 import operator
 from typing import Any, Generic, TypeVar
 
+from flowray.common.compat import not_implemented
 from flowray.operators.windowing._time import to_millis
 from flowray.operators.windowing.windows import Window
 from flowray.state.descriptors import ReducingStateDescriptor, StateDescriptor
@@ -205,7 +206,8 @@ class CountTrigger(Trigger[Any, Window]):
     """Fires (without purging) each time the pane has received ``count`` more elements; the
     running count is a ReducingState named ``"count"`` of the pane."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, window_size: int) -> None:
+        count = window_size
         if isinstance(count, bool) or not isinstance(count, int):
             raise TypeError(f"CountTrigger: count must be an int, got {count!r}")
         if count <= 0:
@@ -214,8 +216,8 @@ class CountTrigger(Trigger[Any, Window]):
         self._state_desc = ReducingStateDescriptor("count", operator.add)
 
     @staticmethod
-    def of(count: int) -> "CountTrigger":
-        return CountTrigger(count)
+    def of(window_size: int) -> "CountTrigger":
+        return CountTrigger(window_size)
 
     def on_element(self, element: Any, timestamp: int, window: Window,
                    ctx: Trigger.TriggerContext) -> TriggerResult:
@@ -352,6 +354,10 @@ class _ContinuousTrigger(Trigger[Any, Window]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.interval})"
+
+    register_next_fire_timestamp = not_implemented(
+        "register_next_fire_timestamp",
+        "nothing: an internal step of PyFlink's trigger; flowray's registers its own timers")
 
 
 class ContinuousEventTimeTrigger(_ContinuousTrigger):

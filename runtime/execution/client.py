@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from flowray.common.compat import not_implemented
 from flowray.runtime.checkpoint.stats import format_checkpoint_table
 from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
@@ -66,6 +67,14 @@ class JobExecutionResult:
     @property
     def job_name(self) -> str:
         return self.outcome.job_name
+
+    get_accumulator_result = not_implemented(
+        "JobExecutionResult.get_accumulator_result",
+        "flowray has no accumulators: count in operator state or a side output, or read "
+        "task_metrics()")
+    get_all_accumulator_results = not_implemented(
+        "JobExecutionResult.get_all_accumulator_results",
+        "flowray has no accumulators: see task_metrics() and get_checkpoint_stats()")
 
     def get_net_runtime(self) -> int:
         return int(self.outcome.duration_ms)
@@ -243,6 +252,10 @@ class JobClient:
     def job_master_actor(self) -> Any:
         """The job master's Ray actor handle (``None`` on the local executor)."""
         return getattr(self._handle, "master", None)
+
+    get_accumulators = not_implemented(
+        "JobClient.get_accumulators",
+        "flowray has no accumulators: see get_job_info() for the tasks' record counts")
 
     def get_job_status(self) -> JobStatus:
         if self._result is not None:
@@ -529,6 +542,11 @@ class CollectIterator(Iterator[Any]):
         self._pos += 1
         self._returned += 1
         return value
+
+    def next(self) -> Any:
+        """The next record (PyFlink's ``CloseableIterator.next``); ``StopIteration`` at
+        the end."""
+        return self.__next__()
 
     def _finish(self) -> None:
         self._done = True

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowray.runtime.network.channel import ChannelReader, ChannelWriter, InputGate
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
+from flowray.runtime.execution.python_env import apply_in_process
 from flowray.runtime.execution.client import (
     DriverConnections,
     DriverEndpoint,
@@ -266,6 +267,7 @@ class LocalExecutor(JobExecutor):
 
     def submit(self, job: PreparedJob) -> JobClient:
         config = Configuration(job.config)
+        apply_in_process(job.config)  # add_python_file & co.
         driver = {eid: _LocalDriverConnections() for eid in job.driver_sinks}
         endpoints = [DriverEndpoint(eid, mode, chans, driver[eid])
                      for eid, (mode, chans) in job.driver_sinks.items()]

@@ -33,6 +33,7 @@ from ray.exceptions import (
 )
 
 from flowray.runtime.network.channel import ChannelReader
+from flowray.runtime.execution.python_env import python_runtime_env, upload_runtime_env
 from flowray.runtime.execution.client import (
     DriverConnections,
     DriverEndpoint,
@@ -246,6 +247,9 @@ class RayExecutor(JobExecutor):
                                        max_task_retries=-1 if restarts else 0)
         if detached:  # outlives the submitting process; ends itself after the job
             options["lifetime"] = "detached"
+        runtime_env = python_runtime_env(job.config)  # add_python_file & co.
+        if runtime_env:  # the task actors the master creates inherit it
+            options["runtime_env"] = upload_runtime_env(runtime_env)
         master = JobMaster.options(**options).remote(
             job_arg, driver_addresses, prefix, detached, int(time.time() * 1000))
         for ep in endpoints:

@@ -68,6 +68,7 @@ from flowray.state.operator_state import OperatorStateStore, redistribute_operat
 from flowray.state.state_backend import create_keyed_backend
 
 from flowray.common.configuration import Configuration
+from flowray.common.pyflink_options import GLOBAL_JOB_PARAMETERS
 from flowray.common.options import (
     AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,
@@ -306,6 +307,8 @@ class StreamTask:
             else None
         )
         self.keyed_backend = backend
+        if backend is not None:
+            backend.ttl_clock = self.clock  # state TTL counts the task's processing time
         self.timers = ProcessingTimeService(self.clock)
         ctx = OperatorContext(
             task_name=tdd.vertex_name,
@@ -320,6 +323,10 @@ class StreamTask:
             batch_execution=config.get(RUNTIME_MODE) == "BATCH",
             auto_watermark_interval_ms=config.get(AUTO_WATERMARK_INTERVAL),
             config=dict(tdd.config),
+            job_parameters=config.get(GLOBAL_JOB_PARAMETERS),  # ExecutionConfig's
+            # operators with work in other threads (async I/O) hand results back through
+            # the mailbox and give up waiting when the task is cancelled
+            services={"mailbox": self.submit, "cancelled": self._cancelled.is_set},
         )
 
         for out in tdd.outputs:

@@ -112,10 +112,10 @@ class RocksDBMapState(_RocksState, MapState):
         d[key] = value
         self._set(d)
 
-    def put_all(self, entries: dict) -> None:
-        if entries:
+    def put_all(self, dict_value: dict) -> None:
+        if dict_value:
             d = self._entries()
-            d.update(entries)
+            d.update(dict_value)
             self._set(d)
 
     def remove(self, key: Any) -> None:

@@ -10,5 +10,17 @@ from flowray.operators.sources import (
     SourceReaderContext,
 )
 
+from flowray.datastream.connectors.base import DeliveryGuarantee
+from flowray.datastream.connectors.file_system import (
+    FileSink,
+    FileSource,
+    FileSourceBuilder,
+    OutputFileConfig,
+    RollingPolicy,
+    StreamFormat,
+)
+
 __all__ = ["Boundedness", "CollectionSource", "NumberSequenceSource", "Sink", "SinkWriter",
-           "SinkWriterContext", "Source", "SourceReader", "SourceReaderContext"]
+           "SinkWriterContext", "Source", "SourceReader", "SourceReaderContext",
+           "DeliveryGuarantee", "FileSink", "FileSource", "FileSourceBuilder",
+           "OutputFileConfig", "RollingPolicy", "StreamFormat"]

@@ -1,0 +1,134 @@
+"""The job's Ray ``runtime_env`` from Flink's ``python.*`` keys (``add_python_file``,
+``add_python_archive``, ``set_python_requirements``, ``set_python_executable``).
+
+The job master gets it when it is created; the task actors it creates inherit it (Ray
+passes a parent's runtime env to the actors it creates), so every worker imports the
+shipped modules and runs with the packages.
+
+* ``python.files``: ``.py`` files and ``.whl`` files are ``py_modules`` entries; a folder
+  is put on the import path as in Flink (each module or package in it is an entry).
+* ``python.archives`` (``path#target``): the zips are repacked into one zip, each under
+  its target folder, used as ``working_dir`` (the workers' current directory).
+* ``python.requirements`` (``file[#cache_dir]``): ``pip`` with the file's requirements
+  (offline from ``cache_dir`` when given).
+* ``python.executable``: ``py_executable``.
+
+>>> python_runtime_env({}) is None
+True
+>>> python_runtime_env({"python.executable": "/usr/bin/python3"})
+{'py_executable': '/usr/bin/python3'}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Any, Dict, List, Mapping, Optional
+
+from flowray.common.pyflink_options import parse_path_list
+
+__all__ = ["python_runtime_env", "upload_runtime_env", "apply_in_process"]
+
+
+def _py_modules(paths: List[str]) -> List[str]:
+    out: List[str] = []
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"python.files: {p!r} does not exist")
+        if os.path.isdir(p) and not os.path.exists(os.path.join(p, "__init__.py")):
+            # a folder on the import path: what it holds becomes importable
+            for name in sorted(os.listdir(p)):
+                full = os.path.join(p, name)
+                if name.endswith(".py") or (os.path.isdir(full) and not name.startswith(".")
+                                            and name != "__pycache__"):
+                    out.append(full)
+        else:
+            out.append(p)
+    return out
+
+
+def _archives_zip(entries: List[str]) -> str:
+    """One zip holding each archive's contents under its target folder."""
+    digest = hashlib.sha1("\n".join(entries).encode()).hexdigest()[:12]
+    for entry in entries:
+        path = entry.partition("#")[0]
+        digest = hashlib.sha1((digest + str(os.path.getmtime(path))).encode()).hexdigest()[:12]
+    out = os.path.join(tempfile.gettempdir(), f"flowray-archives-{digest}.zip")
+    if os.path.exists(out):
+        return out
+    tmp = out + f".{os.getpid()}.tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        for entry in entries:
+            path, _, target = entry.partition("#")
+            if not zipfile.is_zipfile(path):
+                raise ValueError(f"python.archives: {path!r} is not a zip file")
+            target = target or os.path.basename(path)
+            with zipfile.ZipFile(path) as src:
+                for info in src.infolist():
+                    if info.is_dir():
+                        continue
+                    dst.writestr(f"{target}/{info.filename}", src.read(info))
+    os.replace(tmp, out)
+    return out
+
+
+def python_runtime_env(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The Ray ``runtime_env`` for the job's ``python.*`` settings; ``None`` if none."""
+    env: Dict[str, Any] = {}
+    files = parse_path_list(config.get("python.files") or [])
+    if files:
+        env["py_modules"] = _py_modules(files)
+    archives = parse_path_list(config.get("python.archives") or [])
+    if archives:
+        env["working_dir"] = _archives_zip(archives)
+    requirements = config.get("python.requirements")
+    if requirements:
+        req_file, _, cache_dir = str(requirements).partition("#")
+        with open(req_file, encoding="utf-8") as f:
+            packages = [line.strip() for line in f
+                        if line.strip() and not line.strip().startswith("#")]
+        pip: Dict[str, Any] = {"packages": packages}
+        if cache_dir:
+            pip["pip_install_options"] = ["--no-index", "--find-links", cache_dir]
+        env["pip"] = pip
+    executable = config.get("python.executable")
+    if executable:
+        env["py_executable"] = str(executable)
+    return env or None
+
+
+def upload_runtime_env(env: Dict[str, Any]) -> Dict[str, Any]:
+    """``env`` with its local files uploaded to the Ray cluster (``py_modules`` and
+    ``working_dir`` become ``gcs://`` URIs): Ray uploads local paths itself only for a
+    runtime env given to ``ray.init``, not for one given to an actor. Needs a connected Ray."""
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
+
+    env = dict(env)
+    scratch = tempfile.mkdtemp(prefix="flowray-runtime-env-")
+    env = upload_py_modules_if_needed(env, include_gitignore=False, scratch_dir=scratch)
+    env = upload_working_dir_if_needed(env, include_gitignore=False, scratch_dir=scratch)
+    return env
+
+
+log = logging.getLogger(__name__)
+
+
+def apply_in_process(config: Mapping[str, Any]) -> None:
+    """The local executor runs the job in this process: ``python.files`` go on this
+    process's import path; archives, requirements and the executable cannot apply to a
+    running interpreter, so they are reported (a warning), not silently dropped."""
+    for p in parse_path_list(config.get("python.files") or []):
+        entry = p if os.path.isdir(p) and not os.path.exists(os.path.join(p, "__init__.py")) \
+            else os.path.dirname(p) if not p.endswith(".whl") else p
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    ignored = [k for k in ("python.archives", "python.requirements", "python.executable")
+               if config.get(k)]
+    if ignored:
+        log.warning("flowray: the local executor runs the job in this process; %s apply "
+                    "only to jobs on Ray (execution.target=ray)", ", ".join(ignored))

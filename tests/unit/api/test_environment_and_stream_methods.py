@@ -1,0 +1,391 @@
+"""PyFlink's environment and stream methods added for issue 15 (no Ray: the local executor
+runs jobs in this process; sources without sleeps)."""
+
+import logging
+import zipfile
+
+import pytest
+
+from flowray.common import (
+    ByteArraySchema,
+    Configuration,
+    ExecutionConfig,
+    RestartStrategies,
+    SimpleStringSchema,
+    Types,
+)
+from flowray.common.compat import not_implemented
+from flowray.datastream import (
+    KeySelector,
+    Partitioner,
+    RuntimeExecutionMode,
+    SourceFunction,
+    StreamExecutionEnvironment,
+)
+from flowray.datastream.connectors import DeliveryGuarantee
+from flowray.datastream.externalized_checkpoint_retention import (
+    ExternalizedCheckpointRetention,
+)
+from flowray.operators.source_function import SourceFunctionSource
+from flowray.operators.sources import SourceReaderContext
+from flowray.runtime.execution.python_env import python_runtime_env
+from flowray.runtime.graph.transformations import GraphError
+from flowray.runtime.network.custom_partitioner import PartitionerError
+from flowray.state.state_backend import EmbeddedRocksDBStateBackend
+
+
+def local_env() -> StreamExecutionEnvironment:
+    return StreamExecutionEnvironment.get_execution_environment(
+        Configuration().set_string("execution.target", "local"))
+
+
+# -- ExecutionConfig --------------------------------------------------------------------
+def test_get_config_maps_to_environment_settings():
+    env = local_env()
+    cfg = env.get_config()
+    assert isinstance(cfg, ExecutionConfig) and env.get_config() is cfg
+    cfg.set_parallelism(4).set_max_parallelism(64).set_auto_watermark_interval(25)
+    assert (env.get_parallelism(), env.get_max_parallelism()) == (4, 64)
+    assert env.get_configuration().get_string("pipeline.auto-watermark-interval") == "25 ms"
+    assert cfg.get_auto_watermark_interval() == 25
+
+
+def test_global_job_parameters_reach_runtime_context():
+    from flowray.datastream import MapFunction
+
+    class Read(MapFunction):
+        def open(self, runtime_context):
+            self.p = runtime_context.get_job_parameter("p", "missing")
+
+        def map(self, value):
+            return value, self.p
+
+    env = local_env()
+    env.get_config().set_global_job_parameters({"p": "42"})
+    assert env.from_collection([1]).map(Read()).execute_and_collect(limit=1) == [(1, "42")]
+    with pytest.raises(TypeError, match="dict"):
+        env.get_config().set_global_job_parameters("p=1")
+
+
+def test_jvm_switches_warn_once_and_unsupported_ones_raise(caplog):
+    cfg = local_env().get_config()
+    with caplog.at_level(logging.WARNING, logger="flowray"):
+        cfg.enable_force_kryo()
+        cfg.disable_force_kryo()
+    assert sum("force_kryo" in r.getMessage() for r in caplog.records) <= 1
+    assert cfg.is_force_kryo_enabled() is False
+    with pytest.raises(NotImplementedError, match="set_latency_tracking_interval.*instead"):
+        cfg.set_latency_tracking_interval(100)
+
+
+# -- keyword names as PyFlink -----------------------------------------------------------
+def test_keyword_calls_with_pyflink_parameter_names():
+    env = local_env()
+    env.set_runtime_mode(execution_mode=RuntimeExecutionMode.BATCH)
+    assert env.get_configuration().get_string("execution.runtime-mode") == "BATCH"
+    out = env.from_collection([1, 2]).execute_and_collect(job_execution_name="kw", limit=2)
+    assert out == [1, 2]
+    cc = env.get_checkpoint_config()
+    cc.set_min_pause_between_checkpoints(min_pause_between_checkpoints=10)
+    cc.set_max_concurrent_checkpoints(max_concurrent_checkpoints=1)
+    assert cc.get_min_pause_between_checkpoints() == 10
+
+
+# -- sources ----------------------------------------------------------------------------
+class Numbers(SourceFunction):
+    def __init__(self, n):
+        self.n = n
+        self.i = 0
+
+    def run(self, ctx):
+        while self.i < self.n:
+            with ctx.get_checkpoint_lock():
+                ctx.collect(self.i)
+                self.i += 1
+
+    def snapshot_position(self):
+        return self.i
+
+    def restore_position(self, position):
+        self.i = position
+
+
+def _drain(reader, limit=None):
+    out = []
+    while limit is None or len(out) < limit:
+        batch = reader.poll_next(limit - len(out) if limit else 100)
+        if batch is None:
+            break
+        out += batch
+    return out
+
+
+def test_add_source_runs_source_function():
+    env = local_env()
+    ds = env.add_source(Numbers(5), source_name="nums", type_info=Types.INT())
+    assert ds.get_type() == Types.INT()
+    assert sorted(ds.map(lambda x: x * 2).execute_and_collect()) == [0, 2, 4, 6, 8]
+
+
+def test_source_function_snapshot_restores_exactly():
+    source = SourceFunctionSource(Numbers(50), max_pending=5)
+    reader = source.create_reader(SourceReaderContext(0, 1))
+    first = _drain(reader, 7)
+    state = reader.snapshot_state()  # position + collected but not yet emitted
+    reader.close()
+    restored = SourceFunctionSource(Numbers(50), max_pending=5).create_reader(
+        SourceReaderContext(0, 1))
+    restored.restore_state(state)
+    assert first + _drain(restored) == list(range(50))
+
+
+def test_source_function_failure_reaches_task():
+    class Boom(SourceFunction):
+        def run(self, ctx):
+            ctx.collect(1)
+            raise RuntimeError("broken source")
+
+    reader = SourceFunctionSource(Boom()).create_reader(SourceReaderContext(0, 1))
+    with pytest.raises(RuntimeError, match="broken source"):
+        _drain(reader)
+    with pytest.raises(TypeError, match="SourceFunction"):
+        SourceFunctionSource(object())
+    with pytest.raises(NotImplementedError, match="Java source functions.*instead"):
+        SourceFunction("org.example.JavaSource")
+
+
+def test_read_text_file(tmp_path):
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    env = local_env()
+    ds = env.read_text_file(str(tmp_path / "a.txt"))
+    assert ds.get_type() == Types.STRING()
+    assert sorted(ds.execute_and_collect()) == ["x", "y"]
+
+
+# -- stream methods ---------------------------------------------------------------------
+class ByParity(Partitioner):
+    def partition(self, key, num_partitions):
+        return key % num_partitions
+
+
+def test_partition_custom_routes_by_partitioner():
+    from flowray.datastream import ProcessFunction
+
+    class Tag(ProcessFunction):
+        def open(self, runtime_context):
+            self.sub = runtime_context.get_index_of_this_subtask()
+
+        def process_element(self, value, ctx):
+            yield self.sub, value
+
+    env = local_env()
+    out = (env.from_collection(list(range(6)))
+           .partition_custom(ByParity(), lambda x: x)
+           .process(Tag()).set_parallelism(2)
+           .execute_and_collect())
+    assert sorted(out) == [(0, 0), (0, 2), (0, 4), (1, 1), (1, 3), (1, 5)]
+
+
+def test_partition_custom_accepts_function_and_keyselector_and_checks_result():
+    class K(KeySelector):
+        def get_key(self, value):
+            return value
+
+    env = local_env()
+    out = env.from_collection([1, 2]).partition_custom(lambda k, n: 0, K()).map(
+        lambda x: x).set_parallelism(2).execute_and_collect()
+    assert sorted(out) == [1, 2]
+    bad = env.from_collection([1]).partition_custom(lambda k, n: 7, lambda x: x).map(
+        lambda x: x).set_parallelism(2)
+    with pytest.raises(Exception) as info:
+        bad.execute_and_collect(limit=1)
+    assert "expected an int in [0, 2)" in str(info.value) or isinstance(info.value,
+                                                                       PartitionerError)
+    with pytest.raises(TypeError):
+        env.from_collection([1]).partition_custom(object(), lambda x: x)
+    with pytest.raises(GraphError, match="KeyedStream"):
+        env.from_collection([1]).key_by(lambda x: x).partition_custom(ByParity(), lambda x: x)
+
+
+def test_rescale_project_force_non_parallel_and_plan():
+    env = local_env()
+    ds = env.from_collection([(1, "a", 2.0)],
+                             type_info=Types.TUPLE([Types.INT(), Types.STRING(), Types.DOUBLE()]))
+    projected = ds.rescale().project(2, 0)
+    assert projected.get_type() == Types.TUPLE([Types.DOUBLE(), Types.INT()])
+    projected.force_non_parallel()
+    assert projected._t.parallelism == 1 and projected._t.max_parallelism == 1
+    assert "REBALANCE" in env.get_execution_plan()
+    assert projected.execute_and_collect(limit=1) == [(2.0, 1)]
+    with pytest.raises(ValueError, match="field indexes"):
+        ds.project()
+
+
+def test_description_uid_hash_slot_sharing_group():
+    env = local_env()
+    m = env.from_collection([1]).map(lambda x: x)
+    m.set_description("doubles").set_uid_hash("abc123").slot_sharing_group("g1")
+    assert (m._t.description, m._t.uid, m._t.slot_sharing_group) == ("doubles", "abc123", "g1")
+    sink = m.print().set_description("out").slot_sharing_group("g2")
+    assert sink._ds._t.slot_sharing_group == "g2"
+    with pytest.raises(TypeError, match="slot_sharing_group"):
+        m.slot_sharing_group(3)
+    with pytest.raises(GraphError):
+        env.from_collection([1]).key_by(lambda x: x).set_uid_hash("x")
+    assert m.get_execution_environment() is env
+    assert m.get_execution_config() is env.get_config()
+    with pytest.raises(NotImplementedError, match="set_buffer_timeout.*instead"):
+        m.set_buffer_timeout(5)
+
+
+def test_disable_operator_chaining_splits_tasks():
+    env = local_env()
+    env.from_collection([1]).map(lambda x: x).filter(bool).print()
+    chained = env.get_execution_plan().count("\n")
+    assert env.is_chaining_enabled()
+    env.disable_operator_chaining()
+    assert not env.is_chaining_enabled()
+    assert env.get_execution_plan().count("\n") > chained
+
+
+def test_environment_settings_getters():
+    env = local_env()
+    env.set_buffer_timeout(30)
+    assert env.get_buffer_timeout() == 30
+    env.set_default_savepoint_directory("/tmp/sp")
+    assert env.get_default_savepoint_directory() == "/tmp/sp"
+    env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    backend = env.get_state_backend()
+    assert isinstance(backend, EmbeddedRocksDBStateBackend)
+    assert backend.is_incremental_checkpoints_enabled()
+    assert not env.is_unaligned_checkpoints_enabled()
+    assert env.get_checkpointing_consistency_mode() == env.get_checkpointing_mode()
+    with pytest.raises(NotImplementedError, match="create_input.*instead"):
+        env.create_input(None)
+
+
+def test_jvm_only_methods_warn_once(caplog):
+    env = local_env()
+    with caplog.at_level(logging.WARNING, logger="flowray"):
+        env.add_jars("file:///a.jar")
+        env.add_jars("file:///b.jar")
+        env.add_classpaths("file:///c")
+    msgs = [r.getMessage() for r in caplog.records]
+    assert sum("add_jars" in m for m in msgs) <= 1
+    assert all("does nothing" in m for m in msgs)
+
+
+# -- Python dependencies -> runtime_env ---------------------------------------------------
+def test_python_dependencies_become_runtime_env(tmp_path):
+    (tmp_path / "mod_a.py").write_text("X = 1\n")
+    folder = tmp_path / "libs"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "mod_b.py").write_text("")
+    archive = tmp_path / "data.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("f.txt", "hello")
+    req = tmp_path / "req.txt"
+    req.write_text("# comment\nsix==1.16.0\n")
+    env = local_env()
+    env.add_python_file(str(tmp_path / "mod_a.py"))
+    env.add_python_file(str(folder))
+    env.add_python_archive(str(archive), "data")
+    env.set_python_requirements(str(req), str(tmp_path))
+    env.set_python_executable("/usr/bin/python3")
+    renv = python_runtime_env(env.get_configuration().to_dict())
+    assert renv["py_modules"] == [str(tmp_path / "mod_a.py"), str(folder / "mod_b.py"),
+                                  str(folder / "pkg")]
+    with zipfile.ZipFile(renv["working_dir"]) as z:
+        assert z.read("data/f.txt") == b"hello"
+    assert renv["pip"] == {"packages": ["six==1.16.0"],
+                           "pip_install_options": ["--no-index", "--find-links", str(tmp_path)]}
+    assert renv["py_executable"] == "/usr/bin/python3"
+    with pytest.raises(FileNotFoundError):
+        env.add_python_file(str(tmp_path / "nope.py"))
+    with pytest.raises(ValueError, match="neither"):
+        env.add_python_file(str(req))
+
+
+# -- common / connectors names --------------------------------------------------------------
+def test_schemas_and_small_names():
+    s = SimpleStringSchema()
+    assert s.deserialize(s.serialize("ü")) == "ü"
+    with pytest.raises(TypeError):
+        s.serialize(1)
+    with pytest.raises(ValueError, match="charset"):
+        SimpleStringSchema("no-such-charset")
+    assert ByteArraySchema().deserialize(b"x") == b"x"
+    assert DeliveryGuarantee.AT_LEAST_ONCE.name == "AT_LEAST_ONCE"
+    from flowray.common import JobClient, JobExecutionResult, JobStatus  # noqa: F401
+    from flowray.common.job_status import JobStatus as JS
+    assert JS.SUSPENDED.is_terminal_state() and not JS.SUSPENDED.is_globally_terminal_state()
+    assert RestartStrategies.fall_back_restart().to_dict() == {}
+
+
+def test_checkpoint_config_retention_and_failures():
+    cc = local_env().get_checkpoint_config()
+    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    assert cc.is_externalized_checkpoints_enabled()
+    assert cc.get_externalized_checkpoint_retention() is \
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    cc.set_fail_on_checkpointing_errors(True)
+    assert cc.is_fail_on_checkpointing_errors()
+    with pytest.raises(NotImplementedError, match="enable_unaligned_checkpoints"):
+        cc.enable_unaligned_checkpoints()
+
+
+def test_configuration_additions():
+    a = Configuration().set_string("pipeline.name", "x")
+    d = {}
+    a.add_all_to_dict(d)
+    assert d == {"pipeline.name": "x"}
+    assert Configuration.from_dict(d).get_string("pipeline.name") == "x"
+    assert Configuration.parse_list_value("a;b") == ["a", "b"]
+    with pytest.raises(NotImplementedError, match="set_bytearray"):
+        a.set_bytearray("k", b"v")
+
+
+def test_not_implemented_helper_message():
+    stub = not_implemented("X.y", "use z()")
+    with pytest.raises(NotImplementedError) as info:
+        stub(1, k=2)
+    assert str(info.value) == "X.y is not implemented in flowray; instead: use z()"
+
+
+def test_local_executor_puts_python_files_on_import_path(tmp_path, monkeypatch, caplog):
+    import sys
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "flowray_local_shipped.py").write_text("VALUE = 7\n")
+    env = local_env()
+    env.add_python_file(str(tmp_path / "flowray_local_shipped.py"))
+    env.set_python_executable("/usr/bin/python3")
+
+    def read(x):
+        import importlib
+
+        return importlib.import_module("flowray_local_shipped").VALUE + x
+
+    with caplog.at_level(logging.WARNING):
+        assert env.from_collection([1]).map(read).execute_and_collect(limit=1) == [8]
+    assert any("python.executable" in r.getMessage() for r in caplog.records)
+    sys.modules.pop("flowray_local_shipped", None)
+
+
+def test_slot_sharing_group_object_is_accepted_and_resources_warned(caplog):
+    from flowray.datastream import MemorySize, SlotSharingGroup
+
+    plain = SlotSharingGroup.builder("light").build()
+    heavy = (SlotSharingGroup.builder("heavy").set_cpu_cores(2)
+             .set_managed_memory(MemorySize.of_mebi_bytes(64)).build())
+    assert heavy.get_managed_memory().get_bytes() == 64 << 20 and heavy.has_resources()
+    m = local_env().from_collection([1]).map(lambda x: x)
+    with caplog.at_level(logging.WARNING, logger="flowray"):
+        m.slot_sharing_group(plain)
+        assert not caplog.records
+        m.slot_sharing_group(heavy)
+    assert m._t.slot_sharing_group == "heavy"
+    assert all("not applied" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="name"):
+        SlotSharingGroup(None)
