@@ -120,12 +120,16 @@ def test_broadcast_rules_exactly_once_across_kills(ray_session, tmp_path, backen
             raise AssertionError("the job ended before the kill")
         return len(sink.committed()) >= 0.25 * sum(expected.values())
     wait_until(reached, 180, "a quarter of the output to be committed", poll_s=0.2)
-    injector.kill_random_task()
+    # a subtask of the rule join (chained with the sink: the last vertex), which is running
+    # for sure; a source may already be finished, and killing it restarts nothing
+    names = injector.task_actor_names()
+    last_vertex = max(int(k.split(":")[0][1:]) for k in names)
+    injector.kill(rng.choice(sorted(k for k in names if int(k.split(":")[0][1:]) == last_vertex)))
     result = client.wait(timeout_s=300)
 
     assert records.fired_markers() != []             # the KILL marker fired, once
     assert len(injector.killed) == 1
-    assert result.outcome.restarts >= 2
+    assert result.outcome.restarts >= 1  # the two faults may fall into one restart
     committed = Counter(sink.committed())
     extra, missing = committed - expected, expected - committed
     assert not extra and not missing, (
