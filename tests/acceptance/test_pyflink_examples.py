@@ -32,7 +32,10 @@ def monkeypatch_module():
         yield mp
 
 
-@pytest.mark.parametrize("example", WINDOWING + ["word_count"])
+# basic_operations: ROW_NAMED records with field access (issue 15); process_json_data: the
+# same with a JSON payload
+@pytest.mark.parametrize("example", WINDOWING + ["word_count", "basic_operations",
+                                                 "process_json_data"])
 def test_example_prints_what_pyflink_prints(on_session_cluster, example):
     output = run_with_flowray(example)
     assert actual_lines(example, output) == expected_lines(example)
