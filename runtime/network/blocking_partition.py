@@ -458,6 +458,10 @@ class MixedInputGate(InputGate):
         picked = blocking_ready | {id(r) for r in other_ready}
         return [r for r in readers if id(r) in picked]
 
+    def wakeup(self) -> None:
+        if self.inner is not None:
+            self.inner.wakeup()
+
     def close(self) -> None:
         if self._closed:
             return

@@ -104,6 +104,11 @@ class InputGate(abc.ABC):
     def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
         """Readers among ``readers`` that may have a frame; empty after ``timeout_s``."""
 
+    def wakeup(self) -> None:
+        """Make a ``wait`` in progress, or the next one, return early (possibly empty).
+        Any thread may call it (the task's mailbox does, so an action submitted from
+        another thread runs without waiting for input)."""
+
     def close(self) -> None:
         pass
 

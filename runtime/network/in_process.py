@@ -39,18 +39,26 @@ class InProcessGate(InputGate):
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self._version = 0
+        self._woken = False
 
     def notify(self) -> None:
         with self.cond:
             self._version += 1
             self.cond.notify_all()
 
+    def wakeup(self) -> None:
+        with self.cond:
+            self._woken = True  # kept until a wait consumes it: a wakeup is never lost
+            self.cond.notify_all()
+
     def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
         with self.cond:
             ready = [r for r in readers if r.has_frames()]  # type: ignore[attr-defined]
-            if ready or timeout_s <= 0:
+            if ready or timeout_s <= 0 or self._woken:
+                self._woken = False
                 return ready
             self.cond.wait(timeout_s)
+            self._woken = False
             return [r for r in readers if r.has_frames()]  # type: ignore[attr-defined]
 
 

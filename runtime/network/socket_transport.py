@@ -612,6 +612,25 @@ class SocketInputGate(InputGate):
     def __init__(self) -> None:
         self._sel = selectors.DefaultSelector()
         self._registered: Dict[int, SocketChannelReader] = {}
+        # wakeup(): a byte on this socket pair ends a select early (kept until read, so a
+        # wakeup before the wait is not lost)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+
+    def wakeup(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:  # buffer full (a wakeup is pending anyway) or closed
+            pass
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:  # BlockingIOError: drained
+            pass
 
     def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
         ready = [r for r in readers if r.ready_without_io()]  # type: ignore[attr-defined]
@@ -630,10 +649,16 @@ class SocketInputGate(InputGate):
             if fd not in self._registered:
                 self._sel.register(fd, selectors.EVENT_READ, r)
                 self._registered[fd] = r  # type: ignore[assignment]
-        if not wanted:
-            time.sleep(max(0.0, min(timeout_s, 0.05)))
-            return []
-        return [key.data for key, _ in self._sel.select(max(0.0, timeout_s))]
+        timeout_s = max(0.0, timeout_s if wanted else min(timeout_s, 0.05))
+        ready = []
+        for key, _ in self._sel.select(timeout_s):
+            if key.data is None:
+                self._drain_wakeups()
+            else:
+                ready.append(key.data)
+        return ready
 
     def close(self) -> None:
         self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()

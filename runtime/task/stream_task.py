@@ -133,6 +133,7 @@ class StreamTask:
         self.operators: List[StreamOperator] = []
         self.record_writers: Dict[str, RecordWriter] = {}
         self.readers: Dict[str, ChannelReader] = {}
+        self.gate: Optional[InputGate] = None
         self._driver_channels: List[DriverChannel] = []
         self._started = 0.0
         self._finished = 0.0
@@ -148,6 +149,9 @@ class StreamTask:
         """Run ``action`` in the task thread between two batches (Flink's mailbox)."""
         self._mailbox.append(action)
         self._wakeup.set()
+        gate = self.gate
+        if gate is not None:  # a task waiting for input runs the action now
+            gate.wakeup()
 
     def trigger_checkpoint(
         self, checkpoint_id: int, timestamp: int, is_savepoint: bool = False,

@@ -359,3 +359,45 @@ def test_socket_in_flight_drops_when_reader_takes_frames(tcp):
         assert pair.writer.in_flight() == 0
     finally:
         pair.close()
+
+
+# -- wakeup: the task's mailbox ends a wait for input (async I/O results, triggers) ------
+
+def _wait_in_thread(gate, readers):
+    out = {}
+
+    def run():
+        out["ready"] = gate.wait(readers, 300)  # only a wakeup (or a frame) ends it early
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_wakeup_ends_a_wait_in_progress(make_pair):
+    p = make_pair()
+    t, out = _wait_in_thread(p.gate, p.readers)
+    p.gate.wakeup()
+    t.join(WAIT_S)
+    assert not t.is_alive(), "a wakeup did not end the wait"
+    assert out["ready"] == []
+
+
+def test_wakeup_before_the_wait_is_not_lost_and_is_consumed(make_pair):
+    p = make_pair()
+    p.gate.wakeup()
+    p.gate.wakeup()  # several wakeups before a wait end one wait
+    t, out = _wait_in_thread(p.gate, p.readers)
+    t.join(WAIT_S)
+    assert not t.is_alive() and out["ready"] == []
+    assert p.gate.wait(p.readers, 0) == []  # consumed: nothing pending
+    p.writer.write(RecordBatch(["x"]))
+    t, out = _wait_in_thread(p.gate, p.readers)
+    t.join(WAIT_S)
+    assert out["ready"] == [p.readers[0]]
+
+
+def test_wakeup_after_close_is_harmless(make_pair):
+    p = make_pair()
+    p.gate.close()
+    p.gate.wakeup()
