@@ -150,6 +150,25 @@ class EnvironmentApiMixin:
         return self.from_source(source, None, f"Read Text File {file_path}",  # type: ignore
                                 Types.STRING())
 
+    # -- slot sharing groups ------------------------------------------------------------
+    def register_slot_sharing_group(self, slot_sharing_group: Any
+                                    ) -> "StreamExecutionEnvironment":
+        """Declare a ``SlotSharingGroup``'s resources; operators given its name
+        (``DataStream.slot_sharing_group(name)``) ask Ray for them, per task actor."""
+        from flowray.datastream.slot_sharing_group import SlotSharingGroup
+
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise TypeError(f"register_slot_sharing_group expects a SlotSharingGroup, got "
+                            f"{slot_sharing_group!r}")
+        groups = self._slot_sharing_groups  # type: ignore[attr-defined]
+        name = slot_sharing_group.get_name()
+        known = groups.get(name)
+        if known is not None and known != slot_sharing_group:
+            raise ValueError(f"slot sharing group {name!r} is declared twice with different "
+                             f"resources: {known} and {slot_sharing_group}")
+        groups[name] = slot_sharing_group
+        return self  # type: ignore[return-value]
+
     # -- Python dependencies (shipped with the job's Ray runtime_env) ------------------
     def _append(self, key: str, value: str) -> None:
         current = self._config.to_dict().get(key)
@@ -217,10 +236,6 @@ class EnvironmentApiMixin:
         "StreamExecutionEnvironment.register_cached_file",
         "ship files with add_python_file/add_python_archive, or read them from storage "
         "every node reaches")
-    register_slot_sharing_group = not_implemented(
-        "StreamExecutionEnvironment.register_slot_sharing_group",
-        "pass a group name to DataStream.slot_sharing_group(name); each subtask is a Ray "
-        "actor of its own, so there are no slot resources to declare")
     enable_changelog_state_backend = not_implemented(
         "StreamExecutionEnvironment.enable_changelog_state_backend",
         "use EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True)")

@@ -1,9 +1,11 @@
 """As ``pyflink.datastream.slot_sharing_group``: ``SlotSharingGroup`` and ``MemorySize``.
 
-flowray has no slots: every subtask is a Ray actor of its own. A group's name is kept with
-the operators given it (``DataStream.slot_sharing_group``); resources declared in a group
-(CPU cores, memory, external resources) are not applied to the actors, and using a group
-that declares any logs a one-time warning saying so.
+flowray has no slots: every subtask is a Ray actor of its own. The resources a group
+declares are what each task actor of the group's operators asks Ray for
+(:func:`ray_actor_resources`): CPU cores -> ``num_cpus``, task heap + off-heap + managed
+memory -> ``memory``, external resource ``gpu`` -> ``num_gpus``, any other -> a Ray custom
+resource of that name. As in Flink, only operators of one group are chained together, and an
+operator without a group takes its inputs' group (``"default"`` when they differ).
 
 >>> g = SlotSharingGroup.builder("heavy").set_cpu_cores(1.5).set_task_heap_memory_mb(512).build()
 >>> g.get_name(), g.get_cpu_cores(), g.get_task_heap_memory().get_mebi_bytes()
@@ -16,7 +18,7 @@ from typing import Dict, Optional
 
 from flowray.common.compat import not_implemented
 
-__all__ = ["SlotSharingGroup", "MemorySize"]
+__all__ = ["SlotSharingGroup", "MemorySize", "ray_actor_resources"]
 
 _MB = 1 << 20
 
@@ -109,7 +111,7 @@ class SlotSharingGroup:
         return dict(self._external)
 
     def has_resources(self) -> bool:
-        """Whether the group declares any resource (which flowray does not apply)."""
+        """Whether the group declares any resource."""
         return any(v is not None for v in (self._cpu_cores, self._task_heap,
                                            self._task_off_heap, self._managed)) \
             or bool(self._external)
@@ -124,7 +126,9 @@ class SlotSharingGroup:
         return hash(self._name)
 
     def __repr__(self) -> str:
-        return f"SlotSharingGroup({self._name!r})"
+        resources = ray_actor_resources(self)
+        return f"SlotSharingGroup({self._name!r}{', ' if resources else ''}" + \
+            ", ".join(f"{k}={v!r}" for k, v in resources.items()) + ")"
 
     class Builder:
         """Collects a group's name and resources; ``build()`` makes the group."""
@@ -173,3 +177,30 @@ class SlotSharingGroup:
         def build(self) -> "SlotSharingGroup":
             return SlotSharingGroup(self._name, external_resources=self._external,
                                     **self._values)  # type: ignore[arg-type]
+
+
+def ray_actor_resources(group: SlotSharingGroup) -> Dict[str, object]:
+    """The Ray actor options asking for ``group``'s resources (empty: none declared).
+
+    >>> g = SlotSharingGroup.builder("gpu").set_cpu_cores(2).set_task_heap_memory_mb(100) \\
+    ...     .set_external_resource("gpu", 1).set_external_resource("tpu", 4).build()
+    >>> ray_actor_resources(g)
+    {'num_cpus': 2.0, 'memory': 104857600, 'num_gpus': 1.0, 'resources': {'tpu': 4.0}}
+    """
+    options: Dict[str, object] = {}
+    if group.get_cpu_cores() is not None:
+        options["num_cpus"] = float(group.get_cpu_cores())  # type: ignore[arg-type]
+    memory = sum(m.get_bytes() for m in (group.get_task_heap_memory(),
+                                         group.get_task_off_heap_memory(),
+                                         group.get_managed_memory()) if m is not None)
+    if memory:
+        options["memory"] = memory
+    custom: Dict[str, float] = {}
+    for name, amount in group.get_external_resources().items():
+        if name.lower() == "gpu":
+            options["num_gpus"] = float(amount)
+        else:
+            custom[name] = float(amount)
+    if custom:
+        options["resources"] = custom
+    return options

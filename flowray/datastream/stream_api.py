@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from flowray.common.compat import not_implemented, warn_once
+from flowray.common.compat import not_implemented
 from flowray.runtime.graph.transformations import GraphError
 from flowray.runtime.network.custom_partitioner import CustomPartitionerWrapper
 from flowray.runtime.network.partitioners import RebalancePartitioner
@@ -29,17 +29,11 @@ __all__ = ["DataStreamApiMixin", "DataStreamSinkApiMixin", "slot_sharing_group_n
 
 
 def slot_sharing_group_name(slot_sharing_group: Any) -> str:
-    """The group's name (a string, or a ``SlotSharingGroup`` with ``get_name()``); a
-    group declaring resources logs, once, that they are not applied."""
+    """The group's name (a string, or a ``SlotSharingGroup`` with ``get_name()``)."""
     if isinstance(slot_sharing_group, str) and slot_sharing_group:
         return slot_sharing_group
     get_name = getattr(slot_sharing_group, "get_name", None)
     if callable(get_name):
-        has_resources = getattr(slot_sharing_group, "has_resources", None)
-        if callable(has_resources) and has_resources():
-            warn_once("slot-sharing-group-resources",
-                      "flowray: SlotSharingGroup resources (CPU cores, memory, external "
-                      "resources) are not applied: every subtask is a Ray actor of its own")
         return str(get_name())
     raise TypeError(f"slot_sharing_group expects a name or a SlotSharingGroup, got "
                     f"{slot_sharing_group!r}")
@@ -134,9 +128,12 @@ class DataStreamApiMixin:
         return self  # type: ignore[return-value]
 
     def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
-        """Accepted and kept with the operator. Every subtask is a Ray actor of its own,
-        so there are no slots to share: the group changes no placement."""
+        """The operator's slot sharing group (a name, or a ``SlotSharingGroup`` whose
+        resources each of its task actors asks Ray for); operators of different groups are
+        not chained."""
         name = slot_sharing_group_name(slot_sharing_group)
+        if not isinstance(slot_sharing_group, str):
+            self._env.register_slot_sharing_group(slot_sharing_group)  # type: ignore
         self._physical("a slot sharing group").slot_sharing_group = name  # type: ignore
         return self  # type: ignore[return-value]
 

@@ -52,6 +52,7 @@ from flowray.runtime.execution.client import (
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob, prepare_job
 from flowray.runtime.graph.job_graph import build_job_graph
 from flowray.runtime.graph.stream_graph import build_stream_graph
+from flowray.datastream.slot_sharing_group import ray_actor_resources
 from flowray.runtime.graph.transformations import (
     OperatorTransformation,
     Transformation,
@@ -108,6 +109,7 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
         self._executor: Optional[JobExecutor] = None
         # what plug-ins keep for the program being built (see flowray.datastream.extensions)
         self._extension_states: Dict[str, Any] = {}
+        self._slot_sharing_groups: Dict[str, Any] = {}  # name -> SlotSharingGroup
 
     @staticmethod
     def get_execution_environment(
@@ -255,6 +257,8 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
             name,
             self._parallelism,
             self._max_parallelism,
+            group_resources={group_name: ray_actor_resources(group)
+                             for group_name, group in self._slot_sharing_groups.items()},
         )
         config = self._config.to_dict()
         _warn_about_generated_uids(stream_graph.generated_uids, self._config)

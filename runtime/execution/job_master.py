@@ -330,6 +330,7 @@ class JobMaster(TaskDeployer):
                                        max_concurrency=8 + len(d.inputs), max_restarts=0)
         if strategy is not None:
             options["scheduling_strategy"] = strategy
+        options.update(d.resources)  # the slot sharing group's num_cpus, memory, GPUs...
         actor = TaskActor.options(**options).remote(d, self.me)
         self._actor_names[d.subtask] = name
         return actor

@@ -34,6 +34,7 @@ from ray.exceptions import (
 
 from flowray.runtime.network.channel import ChannelReader
 from flowray.runtime.execution.python_env import python_runtime_env, upload_runtime_env
+from flowray.runtime.execution.task_resources import unplaceable_tasks
 from flowray.runtime.execution.client import (
     DriverConnections,
     DriverEndpoint,
@@ -217,6 +218,12 @@ class RayExecutor(JobExecutor):
             tls.check()  # an unusable certificate fails here, naming the file
         ensure_ray(config, cluster_required=detached)
         check_storage_reachable(config, sum(1 for n in ray.nodes() if n.get("Alive")))
+        unplaceable = unplaceable_tasks(
+            {v.name: v.resources for v in job.job_graph.vertices.values() if v.resources},
+            [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
+        if unplaceable:  # would wait for placement forever
+            raise ValueError("a slot sharing group asks for more than any Ray node has: "
+                             + "; ".join(unplaceable))
         listeners: List[SocketListener] = []
         endpoints: List[DriverEndpoint] = []
         driver_addresses: Dict[str, Dict[str, Any]] = {}

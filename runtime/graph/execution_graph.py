@@ -81,6 +81,8 @@ class TaskDeploymentDescriptor:
     restore: Any = None
     #: the job's secret: channels authenticate with it (set by the job master's shell)
     channel_secret: bytes = field(default=b"", repr=False)
+    #: Ray actor options for this subtask's actor (num_cpus, memory, num_gpus, resources)
+    resources: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def restore_checkpoint_id(self) -> Optional[int]:
@@ -163,7 +165,7 @@ class ExecutionGraph:
             self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
-            dict(driver_endpoints or {}), restore)
+            dict(driver_endpoints or {}), restore, resources=dict(v.resources))
 
     def upstream(self) -> Dict[SubtaskId, set]:
         """Every subtask -> the subtasks it reads from (empty for sources)."""

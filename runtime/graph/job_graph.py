@@ -8,7 +8,7 @@ non-forward edge into a blocking exchange (BATCH mode).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
@@ -31,6 +31,7 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
         and up.chaining is not ChainingStrategy.NEVER
         and down.chaining is ChainingStrategy.ALWAYS
         and down.operator.num_inputs == 1
+        and up.slot_sharing_group == down.slot_sharing_group  # as Flink: one slot, one chain
     )
 
 
@@ -92,6 +93,8 @@ class JobVertex:
     outputs: List[JobEdge] = field(default_factory=list)
     is_source: bool = False
     num_inputs: int = 1
+    #: Ray actor options of each subtask's actor (the slot sharing group's resources)
+    resources: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -170,6 +173,7 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             plan,
             is_source=head.is_source,
             num_inputs=head.operator.num_inputs,
+            resources=dict(head.resources),
         )
 
     edges: Dict[str, JobEdge] = {}

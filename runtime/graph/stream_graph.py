@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.operators.sources import SourceOperator
@@ -28,7 +28,10 @@ from flowray.runtime.network.partitioners import (
     StreamPartitioner,
 )
 
-__all__ = ["StreamEdge", "StreamNode", "StreamGraph", "build_stream_graph"]
+__all__ = ["StreamEdge", "StreamNode", "StreamGraph", "build_stream_graph",
+           "DEFAULT_SLOT_SHARING_GROUP"]
+
+DEFAULT_SLOT_SHARING_GROUP = "default"
 
 
 @dataclass
@@ -57,6 +60,9 @@ class StreamNode:
     chaining: ChainingStrategy
     in_edges: List[StreamEdge] = field(default_factory=list)
     out_edges: List[StreamEdge] = field(default_factory=list)
+    slot_sharing_group: str = DEFAULT_SLOT_SHARING_GROUP
+    #: Ray actor options for each task actor (``num_cpus``, ``memory``, ...) from the group
+    resources: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_source(self) -> bool:
@@ -99,8 +105,11 @@ def build_stream_graph(
     job_name: str,
     default_parallelism: int,
     default_max_parallelism: int,
+    group_resources: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> StreamGraph:
-    """Nodes for every operator transformation, edges with resolved partitioners."""
+    """Nodes for every operator transformation, edges with resolved partitioners;
+    ``group_resources``: slot sharing group -> Ray actor options of its task actors."""
+    group_resources = group_resources or {}
     physical: Dict[int, OperatorTransformation] = {}
 
     def collect(t: Transformation) -> None:
@@ -139,7 +148,14 @@ def build_stream_graph(
             )
         uids[uid] = t.name
         t.operator.uid = uid
-        nodes[tid] = StreamNode(tid, t.name, uid, t.operator, p, maxp, t.chaining)
+        group = t.slot_sharing_group
+        if group is None:  # as Flink: the inputs' group if they agree, else "default"
+            groups = {nodes[phys.id].slot_sharing_group
+                      for inp in t.inputs for phys, _, _ in _resolve(inp) if phys.id in nodes}
+            group = groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
+        nodes[tid] = StreamNode(tid, t.name, uid, t.operator, p, maxp, t.chaining,
+                                slot_sharing_group=group,
+                                resources=dict(group_resources.get(group, {})))
 
     for tid in sorted(physical):
         t = physical[tid]

@@ -54,6 +54,8 @@ class Transformation:
         self.parallelism: Optional[int] = None
         self.max_parallelism: Optional[int] = None
         self.chaining = ChainingStrategy.ALWAYS
+        #: ``slot_sharing_group(name)``; ``None``: the inputs' group
+        self.slot_sharing_group: Optional[str] = None
         #: the declared type of the records (``output_type=``), ``None``: Python objects
         self.output_type: Optional[Any] = None
 

@@ -83,3 +83,36 @@ def test_add_source_restores_its_position_exactly_once(ray_session, tmp_path):
     result = client.wait(timeout_s=300)
     assert os.path.exists(failed) and result.outcome.restarts >= 1
     assert Counter(sink.committed()) == Counter(2 * i for i in range(n))
+
+
+def test_slot_sharing_group_resources_reach_the_task_actors(env):
+    from flowray.datastream import MemorySize, SlotSharingGroup
+
+    # small enough to fit beside everything else of the test session on 2 cores
+    group = (SlotSharingGroup.builder("enrich").set_cpu_cores(0.01)
+             .set_task_heap_memory(MemorySize.of_mebi_bytes(1)).build())
+    env.set_parallelism(2)
+
+    def assigned(x):
+        import ray
+
+        r = ray.get_runtime_context().get_assigned_resources()
+        return x, r.get("CPU", 0.0), r.get("memory", 0.0)
+
+    numbers = env.from_collection(list(range(6)))
+    plain = numbers.map(assigned).name("plain")
+    grouped = numbers.map(assigned).name("grouped").slot_sharing_group(group)
+    out = plain.union(grouped).execute_and_collect("slot-sharing-groups")
+    by_value = Counter((cpu, mem) for _, cpu, mem in out)
+    assert by_value == Counter({(0.0, 0.0): 6, (0.01, float(1 << 20)): 6})
+
+
+def test_a_group_no_node_can_hold_fails_at_submission(env):
+    import pytest
+
+    from flowray.datastream import SlotSharingGroup
+
+    group = SlotSharingGroup.builder("huge").set_cpu_cores(4096).build()
+    env.from_collection([1]).map(lambda x: x).name("huge map").slot_sharing_group(group).print()
+    with pytest.raises(ValueError, match="'huge map.* asks Ray for CPU=4096 per task actor"):
+        env.execute("unplaceable")

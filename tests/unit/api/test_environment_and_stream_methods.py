@@ -373,19 +373,69 @@ def test_local_executor_puts_python_files_on_import_path(tmp_path, monkeypatch, 
     sys.modules.pop("flowray_local_shipped", None)
 
 
-def test_slot_sharing_group_object_is_accepted_and_resources_warned(caplog):
+def _vertices_by_name(env):
+    job = env._prepare("groups")
+    return {v.name: v for v in job.job_graph.vertices.values()}
+
+
+def test_slot_sharing_group_resources_become_ray_actor_options():
     from flowray.datastream import MemorySize, SlotSharingGroup
 
-    plain = SlotSharingGroup.builder("light").build()
     heavy = (SlotSharingGroup.builder("heavy").set_cpu_cores(2)
-             .set_managed_memory(MemorySize.of_mebi_bytes(64)).build())
+             .set_managed_memory(MemorySize.of_mebi_bytes(64))
+             .set_external_resource("gpu", 1).build())
     assert heavy.get_managed_memory().get_bytes() == 64 << 20 and heavy.has_resources()
-    m = local_env().from_collection([1]).map(lambda x: x)
-    with caplog.at_level(logging.WARNING, logger="flowray"):
-        m.slot_sharing_group(plain)
-        assert not caplog.records
-        m.slot_sharing_group(heavy)
-    assert m._t.slot_sharing_group == "heavy"
-    assert all("not applied" in r.getMessage() for r in caplog.records)
+    env = local_env()
+    src = env.from_collection([1, 2]).name("src")
+    scored = src.map(lambda x: x).name("score").slot_sharing_group(heavy)
+    after = scored.map(lambda x: x).name("after")  # no group: its input's, "heavy"
+    after.print()
+    vertices = _vertices_by_name(env)
+    # the source is in "default", so the map is not chained to it; "after" chains to it
+    assert vertices["src"].resources == {}
+    chain = next(v for name, v in vertices.items() if "score" in name)
+    assert "after" in chain.name
+    assert chain.resources == {"num_cpus": 2.0, "memory": 64 << 20, "num_gpus": 1.0}
+    graph = env._prepare("groups").execution_graph()  # each subtask's actor asks for them
+    tdds = {s: graph.deployment_descriptor(s, "job", b"", {}) for s in graph.subtasks()}
+    assert {s.vertex_id: d.resources for s, d in tdds.items()} == {
+        vertices["src"].id: {}, chain.id: chain.resources}
+
+
+def test_register_slot_sharing_group_by_name_and_conflicts():
+    from flowray.datastream import SlotSharingGroup
+
+    env = local_env()
+    env.register_slot_sharing_group(SlotSharingGroup.builder("io").set_cpu_cores(0.5).build())
+    env.from_collection([1]).map(lambda x: x).name("lookup").slot_sharing_group("io").print()
+    vertices = _vertices_by_name(env)
+    assert next(v for n, v in vertices.items() if "lookup" in n).resources == {"num_cpus": 0.5}
+    with pytest.raises(ValueError, match="declared twice with different resources"):
+        env.register_slot_sharing_group(SlotSharingGroup.builder("io").set_cpu_cores(1).build())
+    env.register_slot_sharing_group(SlotSharingGroup.builder("io").set_cpu_cores(0.5).build())
+    with pytest.raises(TypeError, match="SlotSharingGroup"):
+        env.register_slot_sharing_group("io")
     with pytest.raises(ValueError, match="name"):
         SlotSharingGroup(None)
+
+
+def test_operators_of_different_groups_are_not_chained():
+    env = local_env()
+    a = env.from_collection([1]).name("a")
+    b = a.map(lambda x: x).name("b").slot_sharing_group("one")
+    c = b.map(lambda x: x).name("c").slot_sharing_group("two")
+    c.map(lambda x: x).name("d").print()  # takes "two" from c: chained to it
+    names = sorted(_vertices_by_name(env))
+    assert [n for n in names if n.startswith("b")] == ["b"]
+    assert any(n.startswith("c") and "d" in n for n in names)
+
+
+def test_unplaceable_group_fails_naming_the_operator():
+    from flowray.runtime.execution.task_resources import unplaceable_tasks
+
+    nodes = [{"CPU": 2.0, "memory": 4e9}, {"CPU": 8.0, "memory": 1e9}]
+    assert unplaceable_tasks({"ok": {"num_cpus": 8.0}}, nodes) == []
+    (msg,) = unplaceable_tasks({"big": {"num_cpus": 8.0, "memory": 2e9}}, nodes)
+    assert "'big'" in msg and "CPU=8" in msg and "largest has CPU=8, memory=4e+09" in msg
+    (msg,) = unplaceable_tasks({"tpu": {"resources": {"TPU": 1}}}, nodes)
+    assert "TPU=1" in msg and "TPU=0" in msg
