@@ -281,6 +281,9 @@ class StreamOperator:
     output_type: Any = None
     #: ``(operator, output) -> output`` applied at setup (set with the output type)
     output_wrapper: Optional[Callable[["StreamOperator", Output], Output]] = None
+    #: BATCH mode: the input (index) read to its end before the others (Flink reads the
+    #: broadcast side of a broadcast-state operator first); ``None``: interleaved
+    batch_first_input: Optional[int] = None
 
     def __init__(self, name: Optional[str] = None) -> None:
         self.name = name or self.default_name

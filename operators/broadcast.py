@@ -253,7 +253,10 @@ class _KeyedReadOnlyContext(_KeyedContext, KeyedBroadcastProcessFunction.OnTimer
 # -- operators ----------------------------------------------------------------------------
 
 class _BroadcastStateOperator(TwoInputOperator):
-    """Input 1: the non-broadcast stream; input 2: the broadcast stream."""
+    """Input 1: the non-broadcast stream; input 2: the broadcast stream (in BATCH mode read
+    to its end first, as Flink does)."""
+
+    batch_first_input = 1
 
     def __init__(self, fn: Any, descriptors: Sequence[MapStateDescriptor],
                  name: Optional[str] = None) -> None:

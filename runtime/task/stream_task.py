@@ -112,6 +112,7 @@ class StreamTask:
         self.batch_bytes = config.get(CHANNEL_BATCH_BYTES)
         self.buffer_timeout_ms = config.get(BUFFER_TIMEOUT)
         self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
+        self.batch_execution = config.get(RUNTIME_MODE) == "BATCH"
         self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
         self.state = TaskState.CREATED
         self._cancelled = threading.Event()
@@ -324,7 +325,7 @@ class StreamTask:
             attempt_number=tdd.attempt,
             keyed_backend=backend,
             open_driver_channel=self._open_driver_channel,
-            batch_execution=config.get(RUNTIME_MODE) == "BATCH",
+            batch_execution=self.batch_execution,
             auto_watermark_interval_ms=config.get(AUTO_WATERMARK_INTERVAL),
             config=dict(tdd.config),
             job_parameters=config.get(GLOBAL_JOB_PARAMETERS),  # ExecutionConfig's
@@ -523,11 +524,17 @@ class StreamTask:
         gate = self.gate
         skip_records = self.finished_on_restore
         self._loop_turn_ms = self.clock.monotonic_ms()
+        # BATCH: an operator may ask for one input to be read to its end first (its
+        # producers have finished: BATCH exchanges into a two-input operator are blocking
+        # unless forward, and a forward producer just waits meanwhile)
+        first = head.batch_first_input if self.batch_execution else None
 
         while live:
             self._check_cancel()
             wait = self._housekeeping()
             active = [r for r in live if not handler.is_blocked(r.channel_id)]
+            if first is not None and open_channels.get(first, 0) > 0:
+                active = [r for r in active if input_of[r.channel_id] == first]
             ready = gate.wait(active, wait) if active else []
             for reader in ready:
                 cid = reader.channel_id

@@ -157,3 +157,22 @@ def test_every_subtask_gets_every_broadcast_element():
 def test_broadcast_with_none_first_is_refused():
     with pytest.raises(TypeError, match="first broadcast state descriptor is None"):
         local_env().from_collection([1]).broadcast(None, RULES)
+
+
+class CountRules(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        yield value, len(list(ctx.get_broadcast_state(RULES).keys()))
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value, True)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_batch_mode_reads_the_broadcast_side_first(parallelism):
+    env = local_env(parallelism=parallelism, **{"execution.runtime-mode": "BATCH",
+                                                "flowray.channel.batch-size": 10})
+    rules = env.from_collection([f"r{i}" for i in range(300)]).broadcast(RULES)  # 30 frames
+    records = env.from_collection(list(range(300))).rebalance()
+    with records.connect(rules).process(CountRules()).execute_and_collect() as results:
+        got = list(results)
+    assert sorted(got) == [(n, 300) for n in range(300)]  # every record saw every rule
