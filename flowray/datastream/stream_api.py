@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 from flowray.common.compat import not_implemented
 from flowray.runtime.graph.transformations import GraphError
 from flowray.runtime.network.custom_partitioner import CustomPartitionerWrapper
-from flowray.runtime.network.partitioners import RebalancePartitioner
+from flowray.runtime.network.partitioners import RescalePartitioner
 
 if TYPE_CHECKING:
     from flowray.common.execution_config import ExecutionConfig
@@ -89,10 +89,11 @@ class DataStreamApiMixin:
         return self._partition(CustomPartitionerWrapper(partitioner, select))  # type: ignore
 
     def rescale(self) -> "DataStream":
-        """Round robin to the next operator's subtasks. flowray has no local (per-node)
-        rescaling: this is :meth:`rebalance`."""
+        """Round robin to a share of the next operator's subtasks (Flink's rescale: each
+        producer is connected to only some consumers, e.g. 2 -> 4: producer 0 feeds 0 and
+        1, producer 1 feeds 2 and 3), so there are fewer channels than with rebalance."""
         self._no_repartition_of_keyed("rescale")
-        return self._partition(RebalancePartitioner())  # type: ignore[attr-defined]
+        return self._partition(RescalePartitioner())  # type: ignore[attr-defined]
 
     def project(self, *field_indexes: int) -> "DataStream":
         """Tuples of the fields at ``field_indexes`` of each (tuple or Row) record."""

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 
 from flowray.runtime.graph.job_graph import JobEdge, JobGraph, JobVertex
+from flowray.runtime.network.partitioners import rescale_pairs
 
 __all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "ResultPartitionSpec",
            "TaskDeploymentDescriptor", "ExecutionGraph", "channel_id"]
@@ -117,6 +118,8 @@ class ExecutionGraph:
             if src.parallelism != dst.parallelism:
                 raise ValueError(f"pointwise edge {edge.id} with unequal parallelism")
             return [(i, i) for i in range(src.parallelism)]
+        if getattr(edge.partitioner, "is_rescale", False):
+            return rescale_pairs(src.parallelism, dst.parallelism)
         return [(p, c) for p in range(src.parallelism) for c in range(dst.parallelism)]
 
     def input_channels(self, subtask: SubtaskId) -> List[InputChannelSpec]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pickle
 import random
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from flowray.state.key_groups import KeyGroupAssigner, compute_operator_index_for_key_group
 from flowray.runtime.network.channel import ChannelWriter
@@ -19,6 +19,8 @@ __all__ = [
     "StreamPartitioner",
     "ForwardPartitioner",
     "RebalancePartitioner",
+    "RescalePartitioner",
+    "rescale_pairs",
     "ShufflePartitioner",
     "BroadcastPartitioner",
     "GlobalPartitioner",
@@ -84,6 +86,33 @@ class RebalancePartitioner(StreamPartitioner):
             if timestamps is not None:
                 out_ts[(start + i) % n].extend(timestamps[i::n])
         self._next = (start + len(records)) % n
+
+
+class RescalePartitioner(RebalancePartitioner):
+    """Round robin over the few consumers this producer is connected to (Flink's rescale):
+    the edge is pointwise with unequal parallelism (:func:`rescale_pairs`), so each
+    producer has channels to only its share of the consumers."""
+
+    name = "RESCALE"
+    is_rescale = True
+
+
+def rescale_pairs(producers: int, consumers: int) -> List[Tuple[int, int]]:
+    """The (producer, consumer) channels of a rescale edge (Flink's pointwise pattern):
+    with fewer consumers each producer feeds one, with more each feeds a contiguous share;
+    every consumer has at least one producer.
+
+    >>> rescale_pairs(2, 4)
+    [(0, 0), (0, 1), (1, 2), (1, 3)]
+    >>> rescale_pairs(4, 2)
+    [(0, 0), (1, 0), (2, 1), (3, 1)]
+    >>> rescale_pairs(2, 3)
+    [(0, 0), (1, 1), (1, 2)]
+    """
+    if producers >= consumers:
+        return [(p, p * consumers // producers) for p in range(producers)]
+    return [(p, c) for p in range(producers)
+            for c in range(p * consumers // producers, (p + 1) * consumers // producers)]
 
 
 class ShufflePartitioner(StreamPartitioner):

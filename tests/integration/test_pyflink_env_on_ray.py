@@ -116,3 +116,27 @@ def test_a_group_no_node_can_hold_fails_at_submission(env):
     env.from_collection([1]).map(lambda x: x).name("huge map").slot_sharing_group(group).print()
     with pytest.raises(ValueError, match="'huge map.* asks Ray for CPU=4096 per task actor"):
         env.execute("unplaceable")
+
+
+def test_rescale_on_ray_connects_each_producer_to_its_share(env):
+    from flowray.datastream import MapFunction
+
+    class Where(MapFunction):
+        def open(self, runtime_context):
+            self.index = runtime_context.get_index_of_this_subtask()
+
+        def map(self, value):
+            return value, self.index
+
+    class Arrived(MapFunction):
+        def open(self, runtime_context):
+            self.index = runtime_context.get_index_of_this_subtask()
+
+        def map(self, value):
+            return value[0], value[1], self.index
+
+    tagged = env.from_collection(list(range(300))).rebalance().map(Where()).set_parallelism(2)
+    out = list(tagged.rescale().map(Arrived()).set_parallelism(3)
+               .execute_and_collect("rescale"))
+    assert sorted(n for n, _, _ in out) == list(range(300))
+    assert {(p, c) for _, p, c in out} == {(0, 0), (1, 1), (1, 2)}

@@ -17,6 +17,7 @@ from flowray.common import (
 from flowray.common.compat import not_implemented
 from flowray.datastream import (
     KeySelector,
+    MapFunction,
     Partitioner,
     RuntimeExecutionMode,
     SourceFunction,
@@ -215,10 +216,42 @@ def test_rescale_project_force_non_parallel_and_plan():
     assert projected.get_type() == Types.TUPLE([Types.DOUBLE(), Types.INT()])
     projected.force_non_parallel()
     assert projected._t.parallelism == 1 and projected._t.max_parallelism == 1
-    assert "REBALANCE" in env.get_execution_plan()
+    assert "RESCALE" in env.get_execution_plan()
     assert projected.execute_and_collect(limit=1) == [(2.0, 1)]
     with pytest.raises(ValueError, match="field indexes"):
         ds.project()
+
+
+class _Where(MapFunction):
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return value if isinstance(value, tuple) else (value, self.index)
+
+
+class _Arrived(MapFunction):
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return value[0], value[1], self.index
+
+
+@pytest.mark.parametrize("producers,consumers,channels", [
+    (2, 4, {(0, 0), (0, 1), (1, 2), (1, 3)}),
+    (4, 2, {(0, 0), (1, 0), (2, 1), (3, 1)}),
+])
+def test_rescale_feeds_each_consumer_from_its_share_of_producers(producers, consumers,
+                                                                  channels):
+    env = local_env()
+    tagged = env.from_collection(list(range(400))).rebalance().map(_Where()) \
+        .set_parallelism(producers)
+    out = tagged.rescale().map(_Arrived()).set_parallelism(consumers)
+    with out.execute_and_collect() as results:
+        got = list(results)
+    assert sorted(n for n, _, _ in got) == list(range(400))  # every record, once
+    assert {(p, c) for _, p, c in got} == channels  # round robin within the share
 
 
 def test_description_uid_hash_slot_sharing_group():
