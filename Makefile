@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/channel_auth.py
 	$(PY) benchmarks/tls.py
 	$(PY) benchmarks/async_io.py
+	$(PY) benchmarks/types.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
