@@ -281,6 +281,9 @@ class StreamOperator:
     output_type: Any = None
     #: ``(operator, output) -> output`` applied at setup (set with the output type)
     output_wrapper: Optional[Callable[["StreamOperator", Output], Output]] = None
+    #: ``(operator, tag name, output) -> output`` applied at setup to each side output
+    #: (set when a side output's ``OutputTag`` declares a type)
+    side_output_wrapper: Optional[Callable[["StreamOperator", str, Output], Output]] = None
     #: BATCH mode: the input (index) read to its end before the others (Flink reads the
     #: broadcast side of a broadcast-state operator first); ``None``: interleaved
     batch_first_input: Optional[int] = None
@@ -305,6 +308,9 @@ class StreamOperator:
             output = self.output_wrapper(self, output)
         self.output = output
         self.side_outputs = dict(side_outputs or {})
+        if self.side_output_wrapper is not None:
+            self.side_outputs = {tag: self.side_output_wrapper(self, tag, out)
+                                 for tag, out in self.side_outputs.items()}
 
     def open(self) -> None:
         pass

@@ -14,8 +14,8 @@ from typing import Any, Callable, List, Optional
 from flowray.common.type_conversion import RecordTypeError, record_converter
 from flowray.operators.base import Output, StreamOperator
 
-__all__ = ["TypedOutput", "TypedKeySelector", "declare_output_type", "typed_key_selector",
-           "typed_output"]
+__all__ = ["TypedOutput", "TypedKeySelector", "declare_output_type",
+           "declare_side_output_type", "typed_key_selector", "typed_output"]
 
 
 def declare_output_type(op: StreamOperator, type_info: Any) -> None:
@@ -24,6 +24,23 @@ def declare_output_type(op: StreamOperator, type_info: Any) -> None:
     if record_converter(type_info) is not None:
         op.output_type = type_info
         op.output_wrapper = typed_output
+
+
+def declare_side_output_type(op: StreamOperator, tag: str, type_info: Any) -> None:
+    """Make ``op`` convert what it sends to side output ``tag`` to ``type_info`` (an
+    ``OutputTag``'s type, as PyFlink serializes side outputs with it); no-op for ``None``
+    and ``Types.PICKLED_BYTE_ARRAY()``."""
+    if record_converter(type_info) is not None:
+        types = dict(getattr(op, "side_output_types", None) or {})
+        types[tag] = type_info
+        op.side_output_types = types  # type: ignore[attr-defined]
+        op.side_output_wrapper = typed_side_output
+
+
+def typed_side_output(op: StreamOperator, tag: str, output: Output) -> Output:
+    """``output`` (side output ``tag`` of ``op``) converting to its declared type."""
+    convert = record_converter((getattr(op, "side_output_types", None) or {}).get(tag))
+    return output if convert is None else TypedOutput(output, convert, op)
 
 
 class TypedOutput(Output):

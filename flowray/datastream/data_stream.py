@@ -35,7 +35,11 @@ from flowray.operators.keyed import (
     field_aggregator,
 )
 from flowray.operators.output_tag import OutputTag
-from flowray.operators.typed_output import declare_output_type, typed_key_selector
+from flowray.operators.typed_output import (
+    declare_output_type,
+    declare_side_output_type,
+    typed_key_selector,
+)
 from flowray.operators.watermarks import TimestampsAndWatermarksOperator
 from flowray.operators.sinks import (
     DriverSinkOperator,
@@ -189,6 +193,7 @@ class DataStream(DataStreamApiMixin):
         if self._t.is_virtual:
             raise GraphError("get_side_output applies to the output of an operator (e.g. "
                              "after process(...)), not to a partitioning, union or side output")
+        declare_side_output_type(self._t.operator, output_tag.tag_id, output_tag.type_info)
         t = SideOutputTransformation(self._t, output_tag.tag_id)
         t.output_type = output_tag.type_info
         return DataStream(self._env, t)

@@ -162,3 +162,36 @@ def test_key_by_key_type_converts_keys_and_names_a_bad_one():
 class _CurrentKey(KeyedProcessFunction):
     def process_element(self, value, ctx):
         yield ctx.get_current_key(), value[1]
+
+
+def test_side_outputs_are_converted_to_their_tags_type():
+    from flowray.datastream import OutputTag, ProcessFunction
+
+    odd = OutputTag("odd", Types.TUPLE([Types.STRING(), Types.FLOAT()]))
+    plain = OutputTag("plain")
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value == 99:
+                yield odd, ("bad", "not a float")
+            elif value % 2:
+                yield odd, ("odd", value + 0.1)
+                yield plain, value + 0.1
+            else:
+                yield value
+
+    env = local_env(1)
+    main = env.from_collection([1, 2, 3]).process(Split()).name("Split")
+    side, untyped = main.get_side_output(odd), main.get_side_output(plain)
+    assert sorted(side.execute_and_collect()) == [("odd", 1.100000023841858),
+                                                  ("odd", 3.0999999046325684)]
+    assert sorted(untyped.execute_and_collect()) == [1.1, 3.1]  # no type: untouched
+    assert sorted(main.execute_and_collect()) == [2]
+
+    env = local_env(1)
+    env.from_collection([99]).process(Split()).name("Split").get_side_output(odd) \
+        .add_sink(lambda v: None)
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("typed side output")
+    assert info.value.operator == "Split" and info.value.cause_type == "RecordTypeError"
+    assert "record[1]: 'not a float' (str) does not fit FLOAT" in str(info.value)
