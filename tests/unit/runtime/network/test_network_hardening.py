@@ -8,12 +8,11 @@ import socket
 import stat
 import struct
 import threading
-import time
 
 import pytest
 
 from flowray.common.files import UnsafeTempDirError, user_temp_dir
-from flowray.runtime.network.channel import ChannelError
+from flowray.runtime.network.channel import ChannelError, ChannelStats
 from flowray.runtime.network.elements import CancelCheckpointMarker, CheckpointBarrier
 from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
 from flowray.runtime.network.socket_transport import (
@@ -173,6 +172,15 @@ def test_a_finished_producer_closes_only_once_its_frames_are_taken(tls, tmp_path
     accepting.join(30)
     reader, gate = accepted["c"], SocketInputGate()
     written, done = threading.Event(), threading.Event()
+    waited_or_closed = threading.Event()
+
+    class SignallingStats(ChannelStats):  # tells the test when the producer starts waiting
+        def __setattr__(self, name, value):
+            object.__setattr__(self, name, value)
+            if name == "blocked_since" and value is not None:
+                waited_or_closed.set()
+
+    writer.stats = SignallingStats(**writer.stats.to_dict())
 
     def produce():
         for i in range(n):
@@ -181,6 +189,7 @@ def test_a_finished_producer_closes_only_once_its_frames_are_taken(tls, tmp_path
         written.set()
         writer.await_taken(30)
         writer.close()
+        waited_or_closed.set()
         done.set()
     producing = threading.Thread(target=produce, daemon=True)
     producing.start()
@@ -195,10 +204,7 @@ def test_a_finished_producer_closes_only_once_its_frames_are_taken(tls, tmp_path
     # frames to be taken (or, were it not to wait, has closed: with credits unread, its
     # close resets the connection and drops what it had not sent yet)
     assert written.wait(30)
-    deadline = time.monotonic() + 30
-    while writer.stats.blocked_since is None and not writer.closed:
-        assert time.monotonic() < deadline, "the producer neither waited nor closed"
-        time.sleep(0.001)
+    assert waited_or_closed.wait(30), "the producer neither waited nor closed"
     while not ended:
         assert gate.wait([reader], 30), "no frame within 30 s"
         while True:
