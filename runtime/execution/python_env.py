@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from flowray.common.pyflink_options import parse_path_list
 
-__all__ = ["python_runtime_env", "upload_runtime_env", "apply_in_process"]
+__all__ = ["python_runtime_env", "apply_in_process"]
 
 
 def _py_modules(paths: List[str]) -> List[str]:
@@ -99,20 +99,6 @@ def python_runtime_env(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     if executable:
         env["py_executable"] = str(executable)
     return env or None
-
-
-def upload_runtime_env(env: Dict[str, Any]) -> Dict[str, Any]:
-    """``env`` with its local files uploaded to the Ray cluster (``py_modules`` and
-    ``working_dir`` become ``gcs://`` URIs): Ray uploads local paths itself only for a
-    runtime env given to ``ray.init``, not for one given to an actor. Needs a connected Ray."""
-    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
-    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
-
-    env = dict(env)
-    scratch = tempfile.mkdtemp(prefix="flowray-runtime-env-")
-    env = upload_py_modules_if_needed(env, include_gitignore=False, scratch_dir=scratch)
-    env = upload_working_dir_if_needed(env, include_gitignore=False, scratch_dir=scratch)
-    return env
 
 
 log = logging.getLogger(__name__)

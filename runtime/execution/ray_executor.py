@@ -20,6 +20,7 @@ as Flink's TaskManagers write a ``.out`` file), since no driver receives them.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
@@ -33,7 +34,7 @@ from ray.exceptions import (
 )
 
 from flowray.runtime.network.channel import ChannelReader
-from flowray.runtime.execution.python_env import python_runtime_env, upload_runtime_env
+from flowray.runtime.execution.python_env import python_runtime_env
 from flowray.runtime.execution.task_resources import unplaceable_tasks
 from flowray.runtime.execution.client import (
     DriverConnections,
@@ -256,7 +257,7 @@ class RayExecutor(JobExecutor):
             options["lifetime"] = "detached"
         runtime_env = python_runtime_env(job.config)  # add_python_file & co.
         if runtime_env:  # the task actors the master creates inherit it
-            options["runtime_env"] = upload_runtime_env(runtime_env)
+            options["runtime_env"] = _upload_runtime_env(runtime_env)
         master = JobMaster.options(**options).remote(
             job_arg, driver_addresses, prefix, detached, int(time.time() * 1000))
         for ep in endpoints:
@@ -272,3 +273,17 @@ class RayExecutor(JobExecutor):
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL), detached=detached)
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client
+
+
+def _upload_runtime_env(env: Dict[str, Any]) -> Dict[str, Any]:
+    """``env`` with its local files uploaded to the Ray cluster (``py_modules`` and
+    ``working_dir`` become ``gcs://`` URIs): Ray uploads local paths itself only for a
+    runtime env given to ``ray.init``, not for one given to an actor. Needs a connected Ray."""
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
+
+    env = dict(env)
+    scratch = tempfile.mkdtemp(prefix="flowray-runtime-env-")
+    env = upload_py_modules_if_needed(env, include_gitignore=False, scratch_dir=scratch)
+    env = upload_working_dir_if_needed(env, include_gitignore=False, scratch_dir=scratch)
+    return env
