@@ -4,7 +4,7 @@ loop vs Bytewax, on the same records, in one invocation.
 Pipeline: source -> map(x -> (key, x)) -> key_by(key) -> running sum -> counting sink.
 Every run is checked against the same per-key sums. Prints a table and writes JSON.
 
-    python benchmarks/throughput.py [--records 2000000] [--keys 10000]
+    python benchmarks/throughput.py [--keys 10000,100000,1000000] [--seconds 20] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import pickle
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -25,10 +26,11 @@ from flowray.datastream.connectors import Sink, SinkWriter
 
 
 def expected_sums(n: int, keys: int) -> Dict[str, int]:
+    """Each key's sum over ``x in range(n)`` with key ``f"k{x % keys}"``, in closed form."""
     sums: Dict[str, int] = {}
-    for x in range(n):
-        k = f"k{x % keys}"
-        sums[k] = sums.get(k, 0) + x
+    for i in range(min(n, keys)):
+        m = (n - i + keys - 1) // keys  # how many x < n have x % keys == i
+        sums[f"k{i}"] = m * i + keys * m * (m - 1) // 2
     return sums
 
 
@@ -158,56 +160,79 @@ def run_bytewax(n: int, keys: int) -> dict:
     return {"wall_s": wall, "running_s": wall, **result}
 
 
+SYSTEMS = ("loop", "bytewax", "flowray p=1", "flowray p=2")
+
+
+def run_system(system: str, n: int, keys: int, transport: str, batch: int) -> dict:
+    if system == "loop":
+        return run_loop(n, keys)
+    if system == "bytewax":
+        return run_bytewax(n, keys)
+    return run_flowray(n, keys, int(system[-1]), transport, batch)
+
+
 def main(argv: List[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=2_000_000)
-    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--keys", default="10000,100000,1000000",
+                    help="comma-separated key counts, one table row group each")
+    ap.add_argument("--seconds", type=float, default=20.0,
+                    help="each run processes records for at least about this long")
+    ap.add_argument("--records", type=int, default=0,
+                    help="records per run for every system (default: sized by --seconds)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--transports", default="socket,ray")
+    ap.add_argument("--transport", default="socket")
     ap.add_argument("--json", default="benchmarks/results/throughput.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    n, keys = args.records, args.keys
     from flowray.runtime.execution.cluster import ensure_ray
     ensure_ray(Configuration())  # start Ray before any timing
-    expected = expected_sums(n, keys)
-
-    runs = [("python loop (1 process)", lambda: run_loop(n, keys)),
-            ("bytewax 0.21 (1 worker)", lambda: run_bytewax(n, keys))]
-    for transport in args.transports.split(","):
-        for p in (1, 2):
-            runs.append((f"flowray p={p} ({transport})",
-                         lambda p=p, t=transport: run_flowray(n, keys, p, t, args.batch)))
-    rows = []
-    for name, fn in runs:
-        r = fn()
-        if "skipped" in r:
-            rows.append({"name": name, "skipped": r["skipped"]})
-            continue
-        ok = r["count"] == n and r["sums"] == expected
-        rows.append({"name": name, "wall_s": r["wall_s"], "running_s": r["running_s"],
-                     "rps_wall": n / r["wall_s"], "rps_running": n / r["running_s"],
-                     "correct": ok})
-    bw = next((r for r in rows if r["name"].startswith("bytewax") and "rps_wall" in r), None)
-    loop = rows[0]
-    print(f"\nkeyed running sum, {n:,} records, {keys:,} keys, batch {args.batch}\n")
-    print(f"{'run':<28}{'records/s (tasks)':>19}{'records/s (wall)':>18}"
-          f"{'vs bytewax':>12}{'vs loop':>9}{'correct':>9}")
-    for r in rows:
-        if "skipped" in r:
-            print(f"{r['name']:<28}  skipped: {r['skipped']}")
-            continue
-        vs_bw = f"{r['rps_running'] / bw['rps_running']:.2f}x" if bw else "-"
-        vs_loop = f"{r['rps_running'] / loop['rps_running']:.2f}x"
-        print(f"{r['name']:<28}{r['rps_running']:>19,.0f}{r['rps_wall']:>18,.0f}"
-              f"{vs_bw:>12}{vs_loop:>9}{str(r['correct']):>9}")
-    print("\nrecords/s (tasks): records / longest task run time (deploy excluded);"
-          " (wall): including actor start-up.")
+    results = []
+    for keys in (int(k) for k in args.keys.split(",")):
+        sizes = {s: args.records for s in SYSTEMS}
+        if not args.records:  # calibrate: records for --seconds at each system's rate
+            for system in SYSTEMS:
+                probe = 500_000 if system != "bytewax" else 200_000
+                r = run_system(system, probe, max(1, min(keys, probe)), args.transport,
+                               args.batch)
+                if "skipped" not in r:
+                    sizes[system] = max(probe, int(probe / r["running_s"] * args.seconds))
+        rates: Dict[str, List[float]] = {s: [] for s in SYSTEMS}
+        skipped: Dict[str, str] = {}
+        for rnd in range(args.rounds):  # alternate systems within each round
+            order = SYSTEMS if rnd % 2 == 0 else tuple(reversed(SYSTEMS))
+            for system in order:
+                n = sizes[system]
+                r = run_system(system, n, keys, args.transport, args.batch)
+                if "skipped" in r:
+                    skipped[system] = r["skipped"]
+                    continue
+                if r["count"] != n or r["sums"] != expected_sums(n, keys):
+                    sys.exit(f"{system}: wrong per-key sums ({keys:,} keys, {n:,} records)")
+                rates[system].append(n / r["running_s"])
+                print(f"  {keys:>9,} keys  round {rnd + 1}  {system:<12} {n:>11,} records "
+                      f"{r['running_s']:6.1f} s  {n / r['running_s']:>12,.0f} rec/s", flush=True)
+        med = {s: statistics.median(v) for s, v in rates.items() if v}
+        results.append({"keys": keys, "records": sizes, "rounds": args.rounds,
+                        "records_per_s": rates, "median": med, "skipped": skipped})
+    print(f"\nkeyed running sum, medians of {args.rounds} alternating rounds, each run at "
+          f"least ~{args.seconds:.0f} s of processing, {args.transport} channels\n")
+    print(f"{'keys':>10}  {'run':<14}{'records/s':>12}{'vs loop':>9}{'vs bytewax':>12}")
+    for res in results:
+        med = res["median"]
+        for system in SYSTEMS:
+            if system not in med:
+                print(f"{res['keys']:>10,}  {system:<14}  skipped: {res['skipped'].get(system)}")
+                continue
+            vs_loop = f"{med[system] / med['loop']:.2f}x" if "loop" in med else "-"
+            vs_bw = f"{med[system] / med['bytewax']:.2f}x" if "bytewax" in med else "-"
+            print(f"{res['keys']:>10,}  {system:<14}{med[system]:>12,.0f}{vs_loop:>9}{vs_bw:>12}")
+    print("\nrecords/s: records / longest task run time (actor start-up excluded);"
+          " loop: the same work in one Python process.")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"records": n, "keys": keys, "batch": args.batch, "rows": rows}, f, indent=1)
-    if not all(r.get("correct", True) for r in rows):
-        sys.exit("a run produced wrong per-key sums")
+        json.dump({"seconds": args.seconds, "batch": args.batch, "transport": args.transport,
+                   "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
