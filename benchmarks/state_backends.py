@@ -13,12 +13,18 @@ storage (file sizes on disk, checked against the handle's ``size``). The previou
 stay. At the end the last checkpoint of each backend is restored and compared.
 
 Part 2 (Ray): the keyed running sum of throughput.py / checkpoints.py (source -> map ->
-key_by -> sum -> counting sink, parallelism 2, exactly-once checkpoint every second) with
-``state.backend.type`` hashmap, rocksdb, and rocksdb + ``state.backend.incremental``;
-runs alternate over the rounds, every run is checked against the same per-key sums.
+key_by -> sum -> counting sink, exactly-once checkpoint every second) with
+``state.backend.type`` hashmap, rocksdb, and rocksdb + ``state.backend.incremental``, for
+each number of keys (``--job-keys``, default 10,000 and 1,000,000) and each parallelism
+(``--parallelism``, default 2 and 1); runs alternate over the rounds, every run is checked
+against the same per-key sums.
+
+Part 3 (no Ray): ``KeyedReduceOperator`` alone, the same sum over the same keys, on the heap
+backend and on RocksDB without and with its write-behind value cache.
 
     python benchmarks/state_backends.py [--keys 1000000] [--checkpoints 10] [--change 0.01]
-        [--records 2000000] [--job-keys 10000] [--rounds 2] [--skip-job]
+        [--records 2000000] [--job-keys 10000 1000000] [--parallelism 2 1] [--rounds 2]
+        [--skip-job] [--skip-operator] [--operator-records 1000000]
 """
 
 from __future__ import annotations
@@ -256,15 +262,18 @@ JOB_CONFIGS = [("heap (hashmap)", {"state.backend.type": "hashmap"}),
                                          "state.backend.incremental": True})]
 
 
-def run_job(n: int, keys: int, backend_conf: Dict[str, Any], interval_ms: int) -> dict:
+def run_job(n: int, keys: int, backend_conf: Dict[str, Any], interval_ms: int,
+            parallelism: int = 2) -> dict:
     """The keyed running sum of checkpoints.py with exactly-once checkpoints, on a backend."""
     from checkpoints import run
 
-    return run(n, keys, "EXACTLY_ONCE", interval_ms, extra=backend_conf,
+    return run(n, keys, "EXACTLY_ONCE", interval_ms,
+               extra={**backend_conf, "parallelism.default": parallelism},
                job_name="bench-state-backends")
 
 
-def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
+def job_part(n: int, keys: int, rounds: int, interval_ms: int,
+             parallelism: int = 2) -> List[dict]:
     from throughput import expected_sums
 
     from flowray import Configuration
@@ -275,12 +284,12 @@ def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
     results: Dict[str, List[dict]] = {name: [] for name, _ in JOB_CONFIGS}
     for _ in range(rounds):
         for name, conf in JOB_CONFIGS:
-            r = run_job(n, keys, conf, interval_ms)
+            r = run_job(n, keys, conf, interval_ms, parallelism)
             r["correct"] = r["count"] == n and r["sums"] == expected
             results[name].append(r)
     base = med([n / r["running_s"] for r in results[JOB_CONFIGS[0][0]]])
-    print(f"\nkeyed running sum, {n:,} records, {keys:,} keys, parallelism 2, exactly-once "
-          f"checkpoint every {interval_ms} ms, {rounds} rounds (median)\n")
+    print(f"\nkeyed running sum, {n:,} records, {keys:,} keys, parallelism {parallelism}, "
+          f"exactly-once checkpoint every {interval_ms} ms, {rounds} rounds (median)\n")
     print(f"{'state backend':<24}{'records/s':>12}{'vs heap':>9}{'ckpts':>7}"
           f"{'dur p50':>9}{'sync p50':>10}{'async p50':>11}{'bytes/ckpt':>12}{'correct':>9}")
     rows = []
@@ -290,7 +299,8 @@ def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
         hist = [h for r in rs for h in r["history"]]
         slowest = lambda f: [max((t.get(f, 0.0) for t in h["tasks"].values()), default=0.0)  # noqa: E731
                              for h in hist]
-        row = {"name": name, "config": conf, "records_per_s": rps, "vs_heap": rps / base,
+        row = {"name": name, "config": conf, "keys": keys, "parallelism": parallelism,
+               "records_per_s": rps, "vs_heap": rps / base,
                "checkpoints_per_run": len(hist) / len(rs),
                "duration_ms_p50": med([h["duration_ms"] for h in hist]),
                "sync_ms_p50": med(slowest("sync_ms")), "async_ms_p50": med(slowest("async_ms")),
@@ -307,6 +317,73 @@ def job_part(n: int, keys: int, rounds: int, interval_ms: int) -> List[dict]:
     return rows
 
 
+# ---------------------------------------------------------------------------------------
+# part 3: the keyed reduce operator alone (no Ray), heap vs RocksDB
+# ---------------------------------------------------------------------------------------
+
+OP_CONFIGS = [("heap", "heap", 0), ("RocksDB, no cache", "rocksdb", 0),
+              ("RocksDB, cache 65,536", "rocksdb", 1 << 16)]
+
+
+def run_operator(kind: str, cache: int, n: int, keys: int, batch: int = 1000) -> float:
+    """Records/s of ``KeyedReduceOperator`` (``sum(1)`` of ``(f"k{x % keys}", x)``) fed
+    batches of ``batch`` records with their key groups, as a task feeds it."""
+    from flowray.common.clock import ManualClock
+    from flowray.operators.base import CollectingOutput, OperatorContext, ProcessingTimeService
+    from flowray.operators.keyed import KeyedReduceOperator, field_aggregator
+    from flowray.state.key_groups import assign_to_key_group
+
+    class Discard(CollectingOutput):
+        def emit(self, records: List[Any], timestamps: Any = None) -> None:
+            pass
+
+    workdir = tempfile.mkdtemp(prefix="flowray-bench-op-")
+    backend = (HeapKeyedStateBackend(RANGE, MAXP) if kind == "heap" else
+               RocksDBKeyedStateBackend(RANGE, MAXP, workdir, value_cache_entries=cache))
+    ctx = OperatorContext(task_name="sum", subtask_index=0, parallelism=1, max_parallelism=MAXP,
+                          key_group_range=RANGE,
+                          processing_time_service=ProcessingTimeService(ManualClock(0)),
+                          keyed_backend=backend, batch_execution=False,
+                          auto_watermark_interval_ms=200)
+    op = KeyedReduceOperator(field_aggregator("sum", 1), lambda t: t[0])
+    op.setup(ctx, Discard(), {})
+    op.open()
+    names = [f"k{i}" for i in range(keys)]
+    groups = [assign_to_key_group(k, MAXP) for k in names]
+    try:
+        elapsed = 0.0
+        for start in range(0, n, batch):
+            xs = range(start, min(n, start + batch))
+            records = [(names[x % keys], x) for x in xs]
+            kgs = [groups[x % keys] for x in xs]
+            t0 = time.perf_counter()
+            op.process_batch(records, kgs)
+            elapsed += time.perf_counter() - t0
+        return n / elapsed
+    finally:
+        backend.dispose()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def operator_part(n: int, keys: int, rounds: int) -> List[dict]:
+    results: Dict[str, List[float]] = {name: [] for name, _, _ in OP_CONFIGS}
+    for _ in range(rounds):
+        for name, kind, cache in OP_CONFIGS:
+            gc.collect()
+            results[name].append(run_operator(kind, cache, n, keys))
+    base = med(results[OP_CONFIGS[0][0]])
+    print(f"\nKeyedReduceOperator alone (sum, no Ray, batches of 1,000), {n:,} records, "
+          f"{keys:,} keys, {rounds} rounds (median)\n")
+    print(f"{'state backend':<24}{'records/s':>12}{'vs heap':>9}")
+    rows = []
+    for name, kind, cache in OP_CONFIGS:
+        rps = med(results[name])
+        rows.append({"name": name, "keys": keys, "cache": cache, "records_per_s": rps,
+                     "vs_heap": rps / base})
+        print(f"{name:<24}{rps:>12,.0f}{rps / base:>8.2f}x")
+    return rows
+
+
 def main(argv: List[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, default=1_000_000, help="keys in the state part")
@@ -315,11 +392,15 @@ def main(argv: List[str] | None = None) -> None:
                     help="fraction of keys changed between checkpoints")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--records", type=int, default=2_000_000, help="records in the job part")
-    ap.add_argument("--job-keys", type=int, default=10_000)
+    ap.add_argument("--job-keys", type=int, nargs="+", default=[10_000, 1_000_000])
+    ap.add_argument("--parallelism", type=int, nargs="+", default=[2, 1],
+                    help="parallelism of the job part (each is a table)")
     ap.add_argument("--interval-ms", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-state", action="store_true")
     ap.add_argument("--skip-job", action="store_true")
+    ap.add_argument("--skip-operator", action="store_true")
+    ap.add_argument("--operator-records", type=int, default=1_000_000)
     ap.add_argument("--json", default="benchmarks/results/state_backends.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -329,8 +410,14 @@ def main(argv: List[str] | None = None) -> None:
         res = state_part(args.keys, args.checkpoints, args.change, args.seed)
         out["state"] = report_state(res, args.keys, args.checkpoints, args.change)
         ok = ok and all(r["restored_ok"] for r in out["state"])
+    if not args.skip_operator:
+        out["operator"] = [row for keys in args.job_keys
+                           for row in operator_part(max(args.operator_records, 2 * keys), keys,
+                                                    args.rounds)]
     if not args.skip_job:
-        out["job"] = job_part(args.records, args.job_keys, args.rounds, args.interval_ms)
+        out["job"] = [row for keys in args.job_keys for p in args.parallelism
+                      for row in job_part(args.records, keys, args.rounds, args.interval_ms,
+                                          p)]
         ok = ok and all(r["correct"] for r in out["job"])
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:

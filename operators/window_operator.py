@@ -303,12 +303,18 @@ class WindowOperator(OneInputOperator):
         fold = self.contents.add
         backend = self._backend
         if isinstance(backend, HeapKeyedStateBackend):
-            maps = backend.get_state_table(self.CONTENTS, StateKind.MAP).maps
+            table = backend.get_state_table(self.CONTENTS, StateKind.MAP)
+            maps, shared = table.maps, table.shared
 
             def add_on_heap(window: Any, record: Any) -> None:
-                m = maps[backend._current_offset]
+                off = backend._current_offset
+                m = maps[off]
                 key = backend._current_key
                 panes = m.get(key)
+                if shared[off] is not None:  # copy-on-write while a snapshot is pending
+                    m = table.writable(off)
+                    if panes is not None:
+                        panes = table.private(off, key, panes)
                 if panes is None:
                     panes = m[key] = {}
                 panes[window] = fold(panes.get(window), record)

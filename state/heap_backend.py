@@ -13,13 +13,11 @@ True
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 
 from flowray.state.keyed_backend import (
     AggregatingState,
-    KeyedSnapshotWriter,
     KeyedStateBackend,
     ListState,
     MapState,
@@ -37,12 +35,13 @@ from flowray.state.descriptors import (
 from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.full_snapshot import (  # the state pickles, defined there
-    FORMAT_V1,
     dumps_state,
     loads_state,
     open_full_snapshot,
 )
-from flowray.state.snapshot import KeyedStateHandle
+from flowray.state.heap_snapshot import HeapSnapshotWriter
+from flowray.state.heap_table import SnapshotRegistry, StateTable
+from flowray.state.value_codec import decode_value
 from flowray.state.ttl import (
     TtlCleanupCursor,
     TtlState,
@@ -58,42 +57,48 @@ __all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
 _MISSING = object()
 
 
-class StateTable:
-    """The values of one state: ``maps[key_group - range.start][key] -> value``."""
-
-    __slots__ = ("name", "kind", "key_group_range", "maps")
-
-    def __init__(self, name: str, kind: StateKind, key_group_range: KeyGroupRange) -> None:
-        self.name = name
-        self.kind = kind
-        self.key_group_range = key_group_range
-        self.maps: List[Dict[Any, Any]] = [{} for _ in range(len(key_group_range))]
-
-    def map_for(self, key_group: int) -> Dict[Any, Any]:
-        return self.maps[key_group - self.key_group_range.start]
-
-    def __len__(self) -> int:
-        return sum(len(m) for m in self.maps)
-
-
 class _HeapState(State):
+    """Base of the heap states. Writes go into :meth:`StateTable.writable` dicts and
+    values handed out or changed in place are :meth:`StateTable.private` (copy-on-write
+    while a snapshot is pending, :mod:`flowray.state.heap_table`)."""
+
     __slots__ = ("_backend", "_table")
 
     def __init__(self, backend: "HeapKeyedStateBackend", table: StateTable) -> None:
         self._backend = backend
         self._table = table
 
-    def _map(self) -> Dict[Any, Any]:
-        return self._table.maps[self._backend._current_offset]
-
     def _get(self) -> Any:
-        return self._map().get(self._backend._current_key, _MISSING)
+        """The current key's value, private to the live state, or ``_MISSING``."""
+        b, t = self._backend, self._table
+        off = b._current_offset
+        v = t.maps[off].get(b._current_key, _MISSING)
+        if v is not _MISSING and t.shared[off] is not None:
+            v = t.private(off, b._current_key, v)
+        return v
+
+    def _peek(self) -> Any:
+        """The current key's value for reading only (may be shared with a snapshot)."""
+        b = self._backend
+        return self._table.maps[b._current_offset].get(b._current_key, _MISSING)
 
     def _set(self, value: Any) -> None:
-        self._map()[self._backend._current_key] = value
+        b, t = self._backend, self._table
+        off = b._current_offset
+        m = t.maps[off]
+        s = t.shared[off]
+        if s is not None and s[-1] is m:  # held by a pending snapshot (it is the last)
+            m = t.writable(off)
+        m[b._current_key] = value
 
     def clear(self) -> None:
-        self._map().pop(self._backend._current_key, None)
+        b, t = self._backend, self._table
+        off = b._current_offset
+        m = t.maps[off]
+        if b._current_key in m:
+            if t.shared[off] is not None:
+                m = t.writable(off)
+            del m[b._current_key]
 
 
 class HeapValueState(_HeapState, ValueState):
@@ -116,10 +121,9 @@ class HeapListState(_HeapState, ListState):
     def add(self, value: Any) -> None:
         if value is None:
             raise ValueError(f"list state {self._table.name!r}: cannot add None")
-        m, k = self._map(), self._backend._current_key
-        lst = m.get(k)
-        if lst is None:
-            m[k] = [value]
+        lst = self._get()
+        if lst is _MISSING:
+            self._set([value])
         else:
             lst.append(value)
 
@@ -137,11 +141,17 @@ class HeapListState(_HeapState, ListState):
 
 class HeapMapState(_HeapState, MapState):
     def _entries(self, create: bool = False) -> Optional[Dict[Any, Any]]:
-        m, k = self._map(), self._backend._current_key
-        d = m.get(k)
-        if d is None and create:
-            d = m[k] = {}
+        d = self._get()
+        if d is _MISSING:
+            if not create:
+                return None
+            d = {}
+            self._set(d)
         return d
+
+    def _peek_entries(self) -> Optional[Dict[Any, Any]]:
+        d = self._peek()
+        return None if d is _MISSING else d
 
     def get(self, key: Any) -> Any:
         d = self._entries()
@@ -155,14 +165,16 @@ class HeapMapState(_HeapState, MapState):
             self._entries(create=True).update(dict_value)  # type: ignore[union-attr]
 
     def remove(self, key: Any) -> None:
+        d = self._peek_entries()
+        if d is None or key not in d:
+            return
         d = self._entries()
-        if d is not None:
-            d.pop(key, None)
-            if not d:
-                self.clear()
+        d.pop(key, None)  # type: ignore[union-attr]
+        if not d:
+            self.clear()
 
     def contains(self, key: Any) -> bool:
-        d = self._entries()
+        d = self._peek_entries()
         return d is not None and key in d
 
     def items(self) -> List[Tuple[Any, Any]]:
@@ -170,7 +182,7 @@ class HeapMapState(_HeapState, MapState):
         return [] if d is None else list(d.items())
 
     def keys(self) -> List[Any]:
-        d = self._entries()
+        d = self._peek_entries()
         return [] if d is None else list(d)
 
     def values(self) -> List[Any]:
@@ -178,7 +190,7 @@ class HeapMapState(_HeapState, MapState):
         return [] if d is None else list(d.values())
 
     def is_empty(self) -> bool:
-        return not self._entries()
+        return not self._peek_entries()
 
 
 class HeapReducingState(_HeapState, ReducingState):
@@ -224,7 +236,10 @@ _STATE_CLASSES = {
 
 class HeapKeyedStateBackend(KeyedStateBackend):
     """Keyed state in Python dicts, one dict per key group per state. ``clock``: the
-    processing-time clock of state TTL (default: the system clock)."""
+    processing-time clock of state TTL (default: the system clock).
+
+    Snapshots are copy-on-write (:mod:`flowray.state.heap_table`): the synchronous part
+    only holds the current dicts; the writer serializes them while processing goes on."""
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int,
                  clock: Optional[Clock] = None) -> None:
@@ -240,6 +255,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._current_key: Any = None
         self._current_key_group = -1
         self._current_offset = -1
+        self._snapshots = SnapshotRegistry()
 
     # -- key context -------------------------------------------------------------------
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
@@ -306,6 +322,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return state  # type: ignore[return-value]
         if descriptor.name in self._tables:
             raise incompatible(descriptor.name, ttl_now=True)
+        # the TTL states change stored lists and dicts in place: the raw value() is private
         state = create_ttl_state(descriptor, config, HeapValueState(self, table), self.ttl_clock)
         strategies = config.get_cleanup_strategies()
         incremental = strategies.get_incremental_cleanup_strategy()
@@ -354,26 +371,26 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return iter(list(table.map_for(key_group).items()))
 
     # -- checkpoints -------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> "_HeapSnapshotWriter":
-        """Serialize every non-empty key group now (the copy that later changes cannot
-        reach); the writer only stores the bytes."""
-        groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
-        purges = self._ttl_purges
+    def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> HeapSnapshotWriter:
+        """Hold every non-empty key-group dict as it is now (no copy, no serialization:
+        copy-on-write keeps them unchanged); the writer serializes and stores them."""
+        purges = dict(self._ttl_purges)
         now = self.ttl_clock.now_ms() if purges else 0
-        for name, table in self._tables.items():
-            start = table.key_group_range.start
-            purge = purges.get(name)
-            for offset, m in enumerate(table.maps):
-                if m and purge is not None:  # TTL cleanup_full_snapshot
-                    m = _purged(m, purge[0], purge[1], now)
-                if m:
-                    groups.setdefault(start + offset, {})[name] = m
-        if not groups:
-            return _HeapSnapshotWriter(None, self.key_group_range)
         kinds = {name: t.kind.value for name, t in self._tables.items()}
-        return _HeapSnapshotWriter(
-            dumps_state({"format": _FORMAT, "kinds": kinds, "groups": groups}),
-            self.key_group_range)
+        frozen = self._snapshots.freeze(self._tables.values(), checkpoint_id)
+        if not frozen.refs:
+            frozen.release()
+            frozen = None
+        return HeapSnapshotWriter(frozen, self.key_group_range, kinds, purges, now)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Release the checkpoint's snapshot now if its write has not started (else the
+        write stops early and releases it)."""
+        self._snapshots.abort(checkpoint_id)
+
+    def pending_snapshots(self) -> int:
+        """How many snapshots still hold state (their asynchronous part has not ended)."""
+        return len(self._snapshots.pending())
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
                 claimed: bool = True) -> None:
@@ -388,41 +405,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             plain = PLAIN_KEY_TYPES
             for kg, name, entries in snapshot.records(self.key_group_range):
                 table = self.get_state_table(name, StateKind(kinds[name]))
-                target = table.map_for(kg)
+                target = table.writable(kg - table.key_group_range.start)
                 for k, v in entries:  # a NaN read back is a new object: canonical again
                     target[k if type(k) in plain else canonical_key(k)] = (
-                        pickle.loads(v) if pickled else v)
+                        decode_value(v) if pickled else v)
 
     def dispose(self) -> None:
         self._tables.clear()
         self._states.clear()
-
-
-_FORMAT = FORMAT_V1  # the heap writes v1: its state is in memory anyway
-
-
-def _purged(m: Dict[Any, Any], purge: Callable[[Any, int, int], Any], ttl: int,
-            now: int) -> Dict[Any, Any]:
-    """The entries of ``m`` without expired values (a new dict)."""
-    out = {}
-    for k, v in m.items():
-        kept = purge(v, ttl, now)
-        if kept is not None:
-            out[k] = kept
-    return out
-
-
-class _HeapSnapshotWriter(KeyedSnapshotWriter):
-    __slots__ = ("data", "key_group_range")
-
-    def __init__(self, data: Optional[bytes], key_group_range: KeyGroupRange) -> None:
-        self.data = data
-        self.key_group_range = key_group_range
-
-    def write(self, write_file: Callable[[str, bytes], int], path: str) -> Optional[KeyedStateHandle]:
-        if self.data is None:
-            return None
-        size = write_file(path, self.data)
-        return KeyedStateHandle(path, self.key_group_range, size)
-
-

@@ -4,11 +4,14 @@ Layout (docs/design.md, "Key groups and state"): one column family per state nam
 RocksDB key is the key group as 2 big-endian bytes followed by the key's stable byte
 encoding (:func:`encode_key`), so the keys of one key group -- and of any key-group range --
 are a contiguous key range (iteration by key group and rescaling are range scans). Values
-are pickled (cloudpickle fallback, as in the heap backend): a value state holds its value,
-a list state one pickled list, a map state one pickled dict per key (each ``put`` rewrites
-the key's whole map), a reducing state the reduced value, an aggregating state the
-accumulator. Reads return copies: mutating an object obtained from a state does not
-change the state (unlike the heap backend; write it back with ``update``/``put``).
+are stored by :mod:`flowray.state.value_codec` (msgpack for plain scalars, else a pickle,
+cloudpickle fallback): a value state holds its value, a list state one list, a map state
+one dict per key (each ``put`` rewrites the key's whole map), a reducing state the reduced
+value, an aggregating state the accumulator. Reads return copies: mutating an object
+obtained from a state does not change the state (unlike the heap backend; write it back
+with ``update``/``put``). ``KeyedReduceOperator`` reads and writes one input batch at a
+time through :meth:`~flowray.state.rocksdb.backend.RocksDBKeyedStateBackend.value_accessor`
+and its write-behind cache (:mod:`flowray.state.rocksdb.value_accessor`).
 
 Keys are compared by their encoding: ``1``, ``1.0`` and ``True`` are three different keys
 here although they are one key in the heap backend (``-0.0`` is stored as ``0.0``). Keys of

@@ -19,7 +19,7 @@ from flowray.state.descriptors import (
     StateKind,
 )
 from flowray.state.full_snapshot import DEFAULT_PART_BYTES, open_full_snapshot
-from flowray.state.heap_backend import dumps_state
+from flowray.state.value_codec import decode_value, encode_value
 from flowray.state.key_groups import (
     UPPER_BOUND_MAX_PARALLELISM,
     KeyGroupAssigner,
@@ -35,7 +35,6 @@ from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
     _kg_prefix,
-    _loads,
     _raw_options,
     decode_key,
     encode_key,
@@ -52,6 +51,7 @@ from flowray.state.rocksdb.states import (
 )
 from flowray.state.snapshot import IncrementalKeyedStateHandle
 from flowray.state.rocksdb.states import RocksDBValueState
+from flowray.state.rocksdb.value_accessor import DEFAULT_CACHE_ENTRIES
 from flowray.state.ttl import (
     TtlCleanupCursor,
     TtlState,
@@ -92,6 +92,17 @@ class _BoundedWriteBatch:
         if self._bytes >= self.max_bytes or self._entries >= self.max_entries:
             self.flush()
 
+    def put_run(self, keys: List[bytes], values: List[bytes], cf_handle: Any) -> None:
+        """``put`` of each of ``zip(keys, values)``; the batch may exceed its bounds by
+        this run."""
+        put = self._batch.put
+        for key, value in zip(keys, values):
+            put(key, value, cf_handle)
+        self._bytes += sum(map(len, keys)) + sum(map(len, values))
+        self._entries += len(keys)
+        if self._bytes >= self.max_bytes or self._entries >= self.max_entries:
+            self.flush()
+
     def flush(self) -> None:
         if self._entries:
             self._db.write(self._batch, self._write_opts)
@@ -109,7 +120,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     checkpoint uploads all SST files again. ``snapshot_part_bytes``: full snapshots and
     savepoints are written and read back in parts of about this size (the memory they
     need; :mod:`flowray.state.full_snapshot`). ``clock``: the processing-time clock of
-    state TTL (default: the system clock)."""
+    state TTL (default: the system clock). ``value_cache_entries``: the write-behind cache
+    of each :meth:`value_accessor` (:mod:`flowray.state.rocksdb.value_accessor`; 0: none)."""
 
     def __init__(
         self,
@@ -119,8 +131,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         incremental: bool = False,
         snapshot_part_bytes: int = DEFAULT_PART_BYTES,
         clock: Optional[Clock] = None,
+        value_cache_entries: int = DEFAULT_CACHE_ENTRIES,
     ) -> None:
         self.ttl_clock: Clock = clock if clock is not None else SystemClock()
+        if value_cache_entries < 0:
+            raise ValueError(f"value_cache_entries must be >= 0, got {value_cache_entries}")
+        self.value_cache_entries = value_cache_entries
+        #: the value accessors handed out, by state name (flushed before reads of a state)
+        self._accessors: Dict[str, RocksDBValueAccessor] = {}
         #: TTL states cleaned up in full snapshots: table name -> (purge, ttl ms)
         self._ttl_purges: Dict[str, Tuple[Callable[[Any, int, int], Any], int]] = {}
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
@@ -262,8 +280,25 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return state
 
     def value_accessor(self, name: str) -> RocksDBValueAccessor:
-        """Value state ``name`` read and written by explicit ``(key, key_group)``."""
-        return RocksDBValueAccessor(self, self._column_family(name, StateKind.VALUE), name)
+        """Value state ``name`` read and written by explicit ``(key, key_group)``, per
+        record or per batch through a write-behind cache; one accessor per name."""
+        cf = self._column_family(name, StateKind.VALUE)
+        acc = self._accessors.get(name)
+        if acc is None:
+            acc = self._accessors[name] = RocksDBValueAccessor(
+                self, cf, name, cache_entries=self.value_cache_entries)
+        return acc
+
+    def _flush_accessors(self, name: Optional[str] = None) -> None:
+        """Write the cached writes of the value accessors (of state ``name``) to RocksDB;
+        all of them: a snapshot, which also empties full caches."""
+        if name is None:
+            for acc in self._accessors.values():
+                acc.flush(release_if_full=True)
+        else:
+            acc = self._accessors.get(name)
+            if acc is not None:
+                acc.flush()
 
     def state_names(self) -> List[str]:
         return list(self._kinds)
@@ -285,6 +320,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             yield entry
 
     def get_keys(self, state_name: str) -> Iterator[Any]:
+        self._flush_accessors(state_name)
         cf = self._cfs.get(state_name)
         if cf is None or not len(self.key_group_range):
             return iter(())
@@ -292,11 +328,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return (decode_key(k, 2) for k in scan)
 
     def iter_key_group(self, state_name: str, key_group: int) -> Iterator[Tuple[Any, Any]]:
+        self._flush_accessors(state_name)
         cf = self._cfs.get(state_name)
         if cf is None or key_group not in self.key_group_range:
             return iter(())
         return iter(
-            [(decode_key(k, 2), _loads(v)) for k, v in self._scan(cf, key_group, key_group, True)]
+            [(decode_key(k, 2), decode_value(v))
+             for k, v in self._scan(cf, key_group, key_group, True)]
         )
 
     # -- checkpoints -------------------------------------------------------------------
@@ -306,6 +344,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         full snapshot."""
         if self._db is None:
             raise StateAccessError("cannot snapshot a disposed backend")
+        self._flush_accessors()  # the checkpoint holds every write before the barrier
         kinds = {name: kind.value for name, kind in self._kinds.items()}
         if self.incremental and not savepoint:
             return self._snapshot_incremental(checkpoint_id, kinds)
@@ -461,6 +500,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         groups of this backend are copied out of each checkpoint."""
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
+        for acc in self._accessors.values():  # what they cached may be overwritten
+            acc.invalidate()
         handles = [h for h in handles if h is not None]
         if (
             len(handles) == 1
@@ -477,28 +518,42 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 self._restore_full(handle.path, read)
 
     def _restore_full(self, path: str, read: Callable[[str], bytes]) -> None:
-        """Copy this backend's key groups out of a full snapshot (either version, heap or
-        RocksDB written), record by record; the database is written in bounded batches."""
+        """Copy this backend's key groups out of a full snapshot (any version, heap or
+        RocksDB written), record by record; the database is written in bounded batches.
+        v3 (RocksDB's) holds keys and values as RocksDB stores them: copied as they are."""
         snapshot = open_full_snapshot(path, read)
         kinds = snapshot.kinds
-        pickled = snapshot.pickled  # RocksDB's pickles are stored as they are
+        pickled = snapshot.pickled  # RocksDB's value bytes are stored as they are
         batch = _BoundedWriteBatch(self._db, self._write_opts)
         cf_handles: Dict[str, Any] = {}
-        for kg, name, entries in snapshot.records(self.key_group_range):
+
+        def cf_handle_of(name: str) -> Any:
             cf_handle = cf_handles.get(name)
             if cf_handle is None:
                 self._column_family(name, StateKind(kinds[name]))
                 cf_handle = cf_handles[name] = self._db.get_column_family_handle(
                     _CF_PREFIX + name)
+            return cf_handle
+
+        if snapshot.encoded_keys:
+            for _, name, keys, values in snapshot.raw_records(self.key_group_range):
+                batch.put_run(keys, values, cf_handle_of(name))
+            batch.flush()
+            return
+        for kg, name, entries in snapshot.records(self.key_group_range):
+            cf_handle = cf_handle_of(name)
             prefix = self._prefixes[kg - self.key_group_range.start]
             for key, value in entries:
-                batch.put(prefix + encode_key(key), value if pickled else dumps_state(value),
+                batch.put(prefix + encode_key(key), value if pickled else encode_value(value),
                           cf_handle)
         batch.flush()
 
     def dispose(self) -> None:
         """Close the database and delete ``working_dir``. Idempotent."""
         self._states.clear()
+        for acc in self._accessors.values():
+            acc.discard()
+        self._accessors.clear()
         cfs, self._cfs = list(self._cfs.values()), {}
         self._kinds.clear()
         for cf in cfs:

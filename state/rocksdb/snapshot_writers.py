@@ -1,7 +1,10 @@
 """The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` streams a
-RocksDB checkpoint into the portable ``flowray-keyed-v2`` format key group by key group
-(values as their pickles; :mod:`flowray.state.full_snapshot`); the incremental writer uploads
-new SST files as shared files and the rest as private ones.
+RocksDB checkpoint into the portable ``flowray-keyed-v3`` format key group by key group
+(keys and values as RocksDB stores them; :mod:`flowray.state.full_snapshot`), reading each
+column family in chunks of raw entries and cutting them at key-group boundaries by bisection,
+so no key or value is decoded or handled one by one in Python (TTL states cleaned up in
+snapshots excepted: their values are read to drop the expired ones). The incremental writer
+uploads new SST files as shared files and the rest as private ones.
 """
 
 from __future__ import annotations
@@ -10,11 +13,15 @@ import os
 import posixpath
 import shutil
 import uuid
+from bisect import bisect_left
+from itertools import islice
+from operator import itemgetter
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from flowray.state.full_snapshot import (
     DEFAULT_PART_BYTES,
     DEFAULT_RECORD_BYTES,
+    RawSnapshotWriter,
     StreamedSnapshotWriter,
     WriterStats,
 )
@@ -22,13 +29,12 @@ from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import (
     KeyedSnapshotWriter,
 )
-from flowray.state.full_snapshot import dumps_state
 from flowray.state.rocksdb.layout import (
     _CF_PREFIX,
-    _loads,
     _raw_options,
     decode_key,
 )
+from flowray.state.value_codec import decode_value, encode_value
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 from rocksdict import AccessType, Rdict
 
@@ -49,12 +55,12 @@ def _purged_entries(entries: Iterator[_Entry], purge: Callable[[Any, int, int], 
     """``entries`` of a TTL state without expired values (state TTL's
     ``cleanup_full_snapshot``)."""
     for kg, name, key, value, size in entries:
-        obj = _loads(value)
+        obj = decode_value(value)
         kept = purge(obj, ttl, now)
         if kept is None:
             continue
         if kept is not obj:
-            value = dumps_state(kept)
+            value = encode_value(kept)
         yield kg, name, key, value, size
 
 
@@ -82,12 +88,116 @@ def key_group_ordered(columns: List[Iterator[_Entry]]) -> Iterator[_Entry]:
             heads[i] = head
 
 
+#: the first chunk read from a column family holds this many entries; later ones about
+#: ``chunk_bytes`` (:class:`_RawColumn`): one, so even the first chunk of huge values is small
+_FIRST_CHUNK = 1
+
+
+class _RawColumn:
+    """The raw entries of one column family (keys ascending), read in chunks of about
+    ``chunk_bytes`` (sized from the mean entry of the chunk before, growing at most 2x a
+    chunk: about ``chunk_bytes`` while entry sizes change slowly; an entry larger than it is
+    a chunk of its own); :meth:`run` hands out the next run of one key group. ``purge``: (purge, ttl ms)
+    of a TTL state cleaned up in snapshots: expired values are dropped from each chunk."""
+
+    def __init__(self, name: str, items: Iterator[Tuple[bytes, bytes]], chunk_bytes: int,
+                 purge: Optional[Tuple[Callable[[Any, int, int], Any], int]] = None,
+                 now_ms: int = 0) -> None:
+        self.name = name
+        self._items: Optional[Iterator[Tuple[bytes, bytes]]] = items
+        self._chunk_bytes = max(1, chunk_bytes)
+        self._size = _FIRST_CHUNK
+        self._purge = purge
+        self._now_ms = now_ms
+        self._keys: List[bytes] = []
+        self._values: List[bytes] = []
+        self._pos = 0
+        #: the most entries a chunk held
+        self.peak_entries = 0
+
+    def head(self) -> Optional[int]:
+        """The key group of the next entry; ``None`` when the column is done."""
+        while self._pos >= len(self._keys):
+            if not self._refill():
+                return None
+        key = self._keys[self._pos]
+        return (key[0] << 8) | key[1]
+
+    def run(self, stop: bytes) -> Tuple[List[bytes], List[bytes], int]:
+        """Keys, values and their bytes from the next entry up to the first key at or
+        after ``stop`` (the next key group's prefix) or the end of the chunk held."""
+        keys, pos = self._keys, self._pos
+        end = bisect_left(keys, stop, pos)
+        run_keys, run_values = keys[pos:end], self._values[pos:end]
+        self._pos = end
+        return run_keys, run_values, sum(map(len, run_keys)) + sum(map(len, run_values))
+
+    def _refill(self) -> bool:
+        self._keys, self._values, self._pos = [], [], 0
+        if self._items is None:
+            return False
+        chunk = list(islice(self._items, self._size))
+        if not chunk:
+            self.close()
+            return False
+        n = len(chunk)
+        keys = list(map(itemgetter(0), chunk))
+        values = list(map(itemgetter(1), chunk))
+        del chunk
+        self.peak_entries = max(self.peak_entries, n)
+        size = sum(map(len, keys)) + sum(map(len, values))
+        self._size = max(1, min(2 * n, n * self._chunk_bytes // max(1, size)))
+        if self._purge is not None:
+            keys, values = self._purged(keys, values)
+        self._keys, self._values = keys, values
+        return True
+
+    def _purged(self, keys: List[bytes], values: List[bytes]) -> Tuple[List[bytes], List[bytes]]:
+        """``keys`` and ``values`` without the expired values (state TTL's
+        ``cleanup_full_snapshot``)."""
+        assert self._purge is not None
+        purge, ttl = self._purge
+        kept_keys: List[bytes] = []
+        kept_values: List[bytes] = []
+        for key, value in zip(keys, values):
+            obj = decode_value(value)
+            kept = purge(obj, ttl, self._now_ms)
+            if kept is not None:
+                kept_keys.append(key)
+                kept_values.append(value if kept is obj else encode_value(kept))
+        return kept_keys, kept_values
+
+    def close(self) -> None:
+        """Drop the database iterator (before the database is closed)."""
+        self._items = None
+
+
+def _stream_raw_columns(columns: List[_RawColumn], out: RawSnapshotWriter) -> None:
+    """Feed ``columns`` to ``out`` key group by key group: every column's runs of key
+    group ``g`` (in column order) before any entry of ``g + 1``."""
+    add_run = out.add_run
+    while True:
+        heads = [column.head() for column in columns]
+        live = [h for h in heads if h is not None]
+        if not live:
+            return
+        group = min(live)
+        stop = (group + 1).to_bytes(2, "big")
+        for column, head in zip(columns, heads):
+            if head == group:
+                while column.head() == group:
+                    keys, values, size = column.run(stop)
+                    add_run(group, column.name, keys, values, size)
+
+
 class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
     """Streams a RocksDB checkpoint directory into the portable full-snapshot format
-    (``flowray-keyed-v2``: key group by key group, in parts of about ``part_bytes``; never
-    the whole database in memory) and deletes the directory. Runs in any thread; uses
-    nothing of the live database. After :meth:`write`, :attr:`stats` tells what it held
-    at most."""
+    (``flowray-keyed-v3``: key group by key group, in parts of about ``part_bytes`` and
+    records of about ``record_bytes``; never the whole database in memory) and deletes the
+    directory. Runs in any thread; uses nothing of the live database. After :meth:`write`,
+    :attr:`stats` tells what it held at most. ``format_version`` 2 writes
+    ``flowray-keyed-v2`` entry by entry, keys decoded (the writer before v3: for tests of
+    old snapshots and benchmarks)."""
 
     def __init__(
         self, checkpoint_path: Optional[str], kinds: Dict[str, str],
@@ -95,7 +205,11 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         record_bytes: int = DEFAULT_RECORD_BYTES,
         ttl_purges: Optional[Dict[str, Tuple[Callable[[Any, int, int], Any], int]]] = None,
         now_ms: int = 0,
+        format_version: int = 3,
     ) -> None:
+        if format_version not in (2, 3):
+            raise ValueError(f"format_version must be 2 or 3, got {format_version}")
+        self.format_version = format_version
         self.ttl_purges = ttl_purges or {}
         self.now_ms = now_ms
         self.checkpoint_path = checkpoint_path
@@ -111,9 +225,14 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         if self.checkpoint_path is None:
             return None
         try:
-            out = StreamedSnapshotWriter(write_file, path, self.kinds, pickled_values=True,
-                                         part_bytes=self.part_bytes,
-                                         record_bytes=self.record_bytes)
+            out: Any
+            if self.format_version == 2:
+                out = StreamedSnapshotWriter(write_file, path, self.kinds, pickled_values=True,
+                                             part_bytes=self.part_bytes,
+                                             record_bytes=self.record_bytes)
+            else:
+                out = RawSnapshotWriter(write_file, path, self.kinds, part_bytes=self.part_bytes,
+                                        record_bytes=self.record_bytes)
             self.stats = out.stats
             self._stream(out)
             size = out.finish()
@@ -123,7 +242,7 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             return None
         return KeyedStateHandle(path, self.key_group_range, size)
 
-    def _stream(self, out: StreamedSnapshotWriter) -> None:
+    def _stream(self, out: Any) -> None:
         """Feed every entry of the checkpoint to ``out``, key group by key group."""
         cfs = {_CF_PREFIX + name: _raw_options() for name in self.kinds}
         db = Rdict(
@@ -132,6 +251,32 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             column_families=cfs,
             access_type=AccessType.read_only(),
         )
+        try:
+            if self.format_version == 2:
+                self._stream_v2(db, out)
+            else:
+                self._stream_v3(db, out)
+        finally:
+            db.close()
+
+    def _stream_v3(self, db: Rdict, out: RawSnapshotWriter) -> None:
+        handles: List[Rdict] = []
+        columns: List[_RawColumn] = []
+        chunk_bytes = min(self.record_bytes, self.part_bytes)
+        try:
+            for name in self.kinds:
+                cf = db.get_column_family(_CF_PREFIX + name)
+                handles.append(cf)
+                columns.append(_RawColumn(name, cf.items(), chunk_bytes,
+                                          self.ttl_purges.get(name), self.now_ms))
+            _stream_raw_columns(columns, out)
+        finally:
+            for column in columns:  # drop the database iterators before closing it
+                column.close()
+            for cf in handles:
+                cf.close()
+
+    def _stream_v2(self, db: Rdict, out: StreamedSnapshotWriter) -> None:
         handles: List[Rdict] = []
         columns: List[Iterator[_Entry]] = []
         try:
@@ -151,7 +296,6 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
                 column.close()  # type: ignore[attr-defined]
             for cf in handles:
                 cf.close()
-            db.close()
 
     def discard(self) -> None:
         """Delete the checkpoint directory (``write`` does it; call it to abandon)."""

@@ -1,6 +1,6 @@
 """The state primitives (value, list, map, reducing, aggregating) over RocksDB column
-families, and :class:`RocksDBValueAccessor` for operators that read and write one value
-state by (key, key group) without setting the current key.
+families (values stored by :mod:`flowray.state.value_codec`); :class:`RocksDBValueAccessor`
+(:mod:`flowray.state.rocksdb.value_accessor`) is re-exported here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Tuple
 from flowray.state.descriptors import (
     StateKind,
 )
-from flowray.state.heap_backend import dumps_state
 from flowray.state.keyed_backend import (
     AggregatingState,
     ListState,
@@ -20,7 +19,9 @@ from flowray.state.keyed_backend import (
     StateAccessError,
     ValueState,
 )
-from flowray.state.rocksdb.layout import _MISSING, _loads, encode_key
+from flowray.state.rocksdb.layout import _MISSING
+from flowray.state.rocksdb.value_accessor import RocksDBValueAccessor
+from flowray.state.value_codec import decode_value, encode_value
 from rocksdict import Rdict
 
 if TYPE_CHECKING:
@@ -50,10 +51,10 @@ class _RocksState(State):
 
     def _get(self) -> Any:
         raw = self._cf.get(self._key())
-        return _MISSING if raw is None else _loads(raw)
+        return _MISSING if raw is None else decode_value(raw)
 
     def _set(self, value: Any) -> None:
-        self._cf.put(self._key(), dumps_state(value))
+        self._cf.put(self._key(), encode_value(value))
 
     def clear(self) -> None:
         self._cf.delete(self._key())
@@ -187,36 +188,3 @@ _STATE_CLASSES = {
     StateKind.LIST: RocksDBListState,
     StateKind.MAP: RocksDBMapState,
 }
-
-
-class RocksDBValueAccessor:
-    """Value-state access by explicit ``(key, key_group)``, without setting a current key:
-    the backend-neutral form of the heap fast path ``table.maps[kg - start][key]`` that
-    ``KeyedReduceOperator`` uses. ``put(key, kg, None)`` stores ``None`` (it does not clear)."""
-
-    __slots__ = ("_cf", "_name", "_start", "_end", "_prefixes")
-
-    def __init__(self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str) -> None:
-        self._cf = cf
-        self._name = name
-        self._start = backend.key_group_range.start
-        self._end = backend.key_group_range.end
-        self._prefixes = backend._prefixes
-
-    def _db_key(self, key: Any, key_group: int) -> bytes:
-        if not self._start <= key_group <= self._end:
-            raise StateAccessError(
-                f"state {self._name!r}: key {key!r} in key group {key_group}, outside this "
-                f"subtask's range [{self._start}, {self._end}]"
-            )
-        return self._prefixes[key_group - self._start] + encode_key(key)
-
-    def get(self, key: Any, key_group: int, default: Any = None) -> Any:
-        raw = self._cf.get(self._db_key(key, key_group))
-        return default if raw is None else _loads(raw)
-
-    def put(self, key: Any, key_group: int, value: Any) -> None:
-        self._cf.put(self._db_key(key, key_group), dumps_state(value))
-
-    def remove(self, key: Any, key_group: int) -> None:
-        self._cf.delete(self._db_key(key, key_group))

@@ -11,7 +11,9 @@ from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, V
 from flowray.state.full_snapshot import (
     FORMAT_V1,
     FORMAT_V2,
+    FORMAT_V3,
     PICKLED_VALUES,
+    ROCKSDB_KEYS,
     StreamedSnapshotWriter,
     open_full_snapshot,
 )
@@ -112,7 +114,8 @@ def test_many_keys_over_many_key_groups_restore_identically(backends, target):
     assert len(parts) > 10                          # the state went out in many parts
     assert handle.size == sum(len(d) for d in storage.files.values())
     index = pickle.loads(storage.files[handle.path])
-    assert index["format"] == FORMAT_V2 and index["values"] == PICKLED_VALUES
+    assert index["format"] == FORMAT_V3 and index["values"] == PICKLED_VALUES
+    assert index["keys"] == ROCKSDB_KEYS
     assert sorted(index["groups"]) == list(FULL)    # every key group has entries
     r = backends(target)
     r.restore([handle], storage.read)

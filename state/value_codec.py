@@ -1,0 +1,73 @@
+"""How a keyed-state value is stored as bytes (RocksDB values, and the values of full
+snapshots and savepoints written from RocksDB).
+
+Contract: :func:`decode_value` reads every encoding :func:`encode_value` ever wrote,
+including plain pickles (first byte ``0x80``) written by earlier releases, so the bytes are
+self-describing and old checkpoints stay readable.
+
+The first byte tells the encoding:
+
+* ``0x80``: a pickle (protocol 5; cloudpickle for what pickle cannot name). Every pickle of
+  protocol 2 or later starts with this byte.
+* any other byte: one msgpack object. It is written for values of the exact types ``int``
+  (64-bit range), ``float``, ``str``, ``bytes``, ``bool`` and ``None`` only, which msgpack
+  reads back with their exact type and value; a msgpack encoding never starts with
+  ``0x80`` (the empty map, never written). msgpack never uses the byte ``0xc1``: it is
+  reserved for a future encoding.
+
+Everything else -- tuples, lists, dicts, subclasses (``IntEnum``, ``Row``, namedtuples),
+``bytearray``, big ints, strings with lone surrogates -- is pickled: msgpack would turn a
+tuple into a list and a ``bytearray`` into ``bytes``, and measured on CPython 3.11 a tuple
+through a msgpack extension type costs about twice what pickle does (docs/state.md).
+
+>>> decode_value(encode_value({"a": [1, 2.5, None]}))
+{'a': [1, 2.5, None]}
+>>> encode_value(7), encode_value("ab"), decode_value(encode_value(("k", 3)))
+(b'\\x07', b'\\xa2ab', ('k', 3))
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import cloudpickle
+import msgpack
+
+__all__ = ["encode_value", "decode_value"]
+
+#: the first byte of every pickle of protocol >= 2
+PICKLE_TAG = 0x80
+#: never produced by msgpack: reserved for a future encoding
+RESERVED_TAG = 0xC1
+
+_MSGPACK_TYPES = frozenset({int, float, str, bytes, bool, type(None)})
+
+# No ``default`` hook: the packer never calls back into Python, so one packer is safe to
+# share between threads (a snapshot writer encodes in its own thread).
+_pack = msgpack.Packer(use_bin_type=True, strict_types=True, autoreset=True).pack
+_unpackb = msgpack.unpackb
+_pickle_loads = pickle.loads
+
+
+def encode_value(value: Any) -> bytes:
+    """The stored bytes of ``value`` (see the module doc for which encoding)."""
+    if type(value) in _MSGPACK_TYPES:
+        try:
+            return _pack(value)
+        except (OverflowError, TypeError, ValueError):  # a big int, a lone surrogate
+            pass
+    try:  # as full_snapshot.dumps_state (not imported: full_snapshot imports this module)
+        return pickle.dumps(value, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return cloudpickle.dumps(value, protocol=5)
+
+
+def decode_value(data: bytes) -> Any:
+    """The value whose stored bytes are ``data`` (any encoding ever written)."""
+    first = data[0] if data else None
+    if first == PICKLE_TAG:
+        return _pickle_loads(data)
+    if first is None or first == RESERVED_TAG:
+        raise ValueError(f"not a stored state value: {bytes(data[:16])!r}")
+    return _unpackb(data)
