@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from flowray.common.options import SINK_SPILL_THRESHOLD
+from flowray.operators.columnar_sink import batches_to_table
 from flowray.operators.sinks import SinkWriterContext
 from flowray.operators.staged_records import StagedRecords, spill_threshold_of
 from flowray.operators.two_phase_commit import TwoPhaseCommitSink
@@ -86,6 +87,8 @@ def records_to_table(records: List[Any], schema: Any, where: str = "") -> Any:
     :class:`SchemaMismatchError` naming the first record that does not fit."""
     import pyarrow as pa
 
+    if records and isinstance(records[0], pa.RecordBatch):  # a columnar stream's elements
+        return batches_to_table(records, schema, where, SchemaMismatchError)
     if schema is None:
         first = records[0]
         fields = getattr(first, "_fields", None)

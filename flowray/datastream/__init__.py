@@ -62,3 +62,6 @@ __all__ += ["ExternalizedCheckpointRetention", "StateBackend", "CountWindow", "G
 from flowray.datastream.slot_sharing_group import MemorySize, SlotSharingGroup  # noqa: E402
 
 __all__ += ["MemorySize", "SlotSharingGroup"]
+
+# the columnar path (an extension): map_batches, to_columnar, env.from_arrow
+from flowray.datastream import columnar as _columnar  # noqa: E402,F401

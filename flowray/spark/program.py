@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from flowray.common.files import user_temp_dir
 from flowray.common.options import BLOCKING_PARTITIONS_DIR
+from flowray.datastream.columnar import ColumnarDataStream
 from flowray.datastream.data_stream import DataStream
 from flowray.datastream.extensions import (
     ProgramRunner,
@@ -46,12 +47,15 @@ def _state(env: StreamExecutionEnvironment) -> SparkProgramState:
 
 
 def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
-               source_name: Optional[str] = None) -> DataStream:
+               source_name: Optional[str] = None, columnar: bool = False,
+               batch_rows: int = 65536) -> DataStream:
     """A bounded, replayable stream of a Spark DataFrame's (or table's) rows, as named
     :class:`~flowray.common.types.Row` s. RayDP converts it into Ray blocks now, on the
     driver; block ``b`` goes to source subtask ``b % parallelism`` and a restored subtask
     resumes at the exact row. A table name starts Spark if none is running
-    (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration)."""
+    (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration).
+    ``columnar=True``: a :class:`~flowray.datastream.columnar.ColumnarDataStream` whose
+    elements are the blocks' Arrow record batches (up to ``batch_rows`` rows), no rows."""
     spark = (get_or_create_spark(self.get_configuration())
              if isinstance(dataframe_or_table, str)
              else getattr(dataframe_or_table, "sparkSession", None))
@@ -63,13 +67,16 @@ def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
         # may depend on a to_spark_dataframe stage of this program: converted when
         # execute() gets there
         deferred = spark_stages.DeferredSparkSource(dataframe_or_table,
-                                                    source_name or "Spark DataFrame")
+                                                    source_name or "Spark DataFrame",
+                                                    columnar=columnar, batch_rows=batch_rows)
         stream = self.from_source(deferred, source_name=deferred.default_name)
         state.deferred_sources[stream._t.id] = deferred
-        return stream
+        return ColumnarDataStream(self, stream._t) if columnar else stream
     from flowray.spark.source import spark_source  # imports Ray
-    source = spark_source(spark, dataframe_or_table, source_name)
-    return self.from_source(source, source_name=source.default_name)
+    source = spark_source(spark, dataframe_or_table, source_name, columnar=columnar,
+                          batch_rows=batch_rows)
+    stream = self.from_source(source, source_name=source.default_name)
+    return ColumnarDataStream(self, stream._t) if columnar else stream
 
 
 def to_spark_dataframe(self: DataStream, output_type: Any) -> Any:

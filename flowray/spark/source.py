@@ -152,8 +152,11 @@ def release_all_blocks() -> int:
     return len(names)
 
 
-def spark_source(spark: Any, df_or_table: Any, name: Optional[str] = None) -> ArrowBlockSource:
-    """A bounded, replayable source of the DataFrame's (or table's) rows."""
+def spark_source(spark: Any, df_or_table: Any, name: Optional[str] = None,
+                 columnar: bool = False, batch_rows: int = 65536) -> ArrowBlockSource:
+    """A bounded, replayable source of the DataFrame's (or table's) rows (``columnar``:
+    of its Arrow record batches, up to ``batch_rows`` rows each)."""
     label = name or (f"Spark table {df_or_table}" if isinstance(df_or_table, str)
                      else "Spark DataFrame")
-    return ArrowBlockSource(dataframe_blocks(spark, df_or_table), label)
+    return ArrowBlockSource(dataframe_blocks(spark, df_or_table), label, columnar=columnar,
+                            batch_rows=batch_rows)

@@ -57,8 +57,9 @@ class _PendingBlockStore(BlockStore):
 class DeferredSparkSource(ArrowBlockSource):
     """A Spark source whose DataFrame depends on a stage that has not run yet."""
 
-    def __init__(self, dataframe: Any, name: str = "Spark DataFrame") -> None:
-        super().__init__(_PendingBlockStore(), name)
+    def __init__(self, dataframe: Any, name: str = "Spark DataFrame", columnar: bool = False,
+                 batch_rows: int = 65536) -> None:
+        super().__init__(_PendingBlockStore(), name, columnar=columnar, batch_rows=batch_rows)
         self.dataframe = dataframe
 
     def __getstate__(self) -> Dict[str, Any]:

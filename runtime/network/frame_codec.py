@@ -25,6 +25,11 @@ from typing import Any
 
 import msgpack
 
+from flowray.runtime.network.arrow_codec import (
+    all_arrow_batches,
+    decode_arrow_batches,
+    encode_arrow_batches,
+)
 from flowray.runtime.network.channel import ChannelError
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
@@ -62,6 +67,7 @@ def _unpackb(body: Any) -> Any:
 
 _RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
 _RECORDS_TS, _RECORDS_KG_TS, _IDLE, _ACTIVE = 7, 8, 9, 10
+_ARROW = 11  # a batch of pyarrow.RecordBatch elements, as Arrow IPC (arrow_codec)
 
 #: a record without a timestamp, in the int64 array of a batch's timestamps
 _NO_TIMESTAMP = -(1 << 63)
@@ -111,7 +117,9 @@ class RecordSerializationError(Exception):
 def encode_frame(frame: Frame, seq: int) -> bytes:
     """Header + payload bytes of one frame; :class:`RecordSerializationError` for
     records that cannot be serialized."""
-    if type(frame) is RecordBatch:
+    if type(frame) is RecordBatch and all_arrow_batches(frame.records):
+        kind, body = _ARROW, encode_arrow_batches(frame.records)  # Arrow IPC, no rows
+    elif type(frame) is RecordBatch:
         try:
             body = pickle.dumps(frame.records, protocol=5)
         except (Exception, MemoryError) as e:
@@ -171,6 +179,8 @@ def decode_frame(kind: int, body: Any) -> Frame:
             kgs.frombytes(body[pos + 4 : pos + 4 + n])
             kgs_list, pos = kgs.tolist(), pos + 4 + n
         return RecordBatch(pickle.loads(body[pos:]), kgs_list, timestamps)
+    if kind == _ARROW:
+        return RecordBatch(decode_arrow_batches(body))
     if kind == _IDLE:
         return _IDLE_FRAME
     if kind == _ACTIVE:
