@@ -8,6 +8,10 @@
   sequence number raises :class:`ChannelSequenceError`; a peer that vanished before
   end-of-partition raises :class:`ChannelClosedError`.
 * ``close()`` is idempotent on both ends.
+* Buffer debloating (:mod:`~flowray.runtime.network.debloat`): a reader may
+  ``announce_batch_size(n)``; a writer whose transport carries it back
+  (``carries_batch_limit``) then has ``batch_limit == n`` (records per batch the consumer
+  asks for; ``None``: no limit), which :class:`RecordWriter` follows.
 * An :class:`InputGate` waits until one of several readers has a frame.
 
 Transports: :mod:`~flowray.runtime.network.in_process` (threads; unit tests and the local
@@ -70,6 +74,10 @@ class ChannelWriter(abc.ABC):
     channel_id: str
     credits: int
     stats: ChannelStats
+    #: records per batch the consumer announced (buffer debloating); None: no limit
+    batch_limit: Optional[int] = None
+    #: whether the consumer's announcements reach this writer
+    carries_batch_limit: bool = False
 
     @abc.abstractmethod
     def write(self, frame: Frame) -> None: ...
@@ -92,6 +100,10 @@ class ChannelReader(abc.ABC):
 
     @abc.abstractmethod
     def poll(self) -> Optional[Frame]: ...
+
+    def announce_batch_size(self, records: int) -> None:
+        """Ask the producer for batches of at most ``records`` records (buffer
+        debloating); a transport with no way back ignores it."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -89,6 +89,8 @@ class InProcessChannel:
 
 
 class _InProcessWriter(ChannelWriter):
+    carries_batch_limit = True  # the reader sets batch_limit directly
+
     def __init__(self, ch: InProcessChannel) -> None:
         self._ch = ch
         self.channel_id = ch.channel_id
@@ -170,6 +172,9 @@ class _InProcessReader(ChannelReader):
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame
+
+    def announce_batch_size(self, records: int) -> None:
+        self._ch.writer.batch_limit = max(1, int(records))
 
     def close(self) -> None:
         with self._ch._cond:

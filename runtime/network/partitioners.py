@@ -175,24 +175,31 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
                             for kg in range(maxp)]
 
     def route(self, records, out, out_kgs, timestamps=None, out_ts=None):
-        key_of, assign, channel_of = self.key_selector, self._assign, self._channel_of
         assert out_kgs is not None
+        key_of = self.key_selector
         try:
-            if timestamps is None:
-                for r in records:
-                    kg = assign(key_of(r))
-                    c = channel_of[kg]
-                    out[c].append(r)
-                    out_kgs[c].append(kg)
-            else:
-                for r, t in zip(records, timestamps):
-                    kg = assign(key_of(r))
-                    c = channel_of[kg]
-                    out[c].append(r)
-                    out_kgs[c].append(kg)
-                    out_ts[c].append(t)
+            keys = [key_of(r) for r in records]
+            groups = self._assign.assign_batch(keys)
         except Exception as e:
             raise KeySelectorError(self.key_selector, e) from e
+        if len(out) == 1:  # one consumer: the batch goes as it is
+            out[0].extend(records)
+            out_kgs[0].extend(groups)
+            if timestamps is not None:
+                out_ts[0].extend(timestamps)
+            return
+        channel_of = self._channel_of
+        if timestamps is None:
+            for r, kg in zip(records, groups):
+                c = channel_of[kg]
+                out[c].append(r)
+                out_kgs[c].append(kg)
+        else:
+            for r, kg, t in zip(records, groups, timestamps):
+                c = channel_of[kg]
+                out[c].append(r)
+                out_kgs[c].append(kg)
+                out_ts[c].append(t)
 
 
 class KeySelectorError(Exception):
@@ -217,14 +224,24 @@ class RecordWriter:
 
     Timestamps travel beside the records once any batch had them (records without one
     carry ``None``); a stream that never had timestamps pays nothing for them.
+
+    Buffer debloating: with ``debloat_initial`` set, each writer that carries its
+    consumer's announcements starts with that ``batch_limit`` and a channel's limit is
+    the smaller of the bytes-derived one and the writer's ``batch_limit`` (read after every
+    write, which is when a transport learns a new one).
     """
 
     def __init__(self, partitioner: StreamPartitioner, writers: Sequence[ChannelWriter],
-                 subtask_index: int, batch_size: int, batch_bytes: int = 1 << 20) -> None:
+                 subtask_index: int, batch_size: int, batch_bytes: int = 1 << 20,
+                 debloat_initial: Optional[int] = None) -> None:
         self.partitioner = partitioner
         self.writers = list(writers)
         self.batch_size = batch_size
         self.batch_bytes = batch_bytes
+        if debloat_initial is not None:
+            for w in self.writers:
+                if getattr(w, "carries_batch_limit", False) and w.batch_limit is None:
+                    w.batch_limit = max(1, debloat_initial)
         partitioner.setup(len(self.writers), subtask_index)
         self._keyed = isinstance(partitioner, KeyGroupStreamPartitioner)
         n = len(self.writers)
@@ -232,8 +249,10 @@ class RecordWriter:
         self._pending_kgs: Optional[List[List[int]]] = (
             [[] for _ in range(n)] if self._keyed else None)
         self._pending_ts: Optional[List[List[Optional[int]]]] = None
-        #: records per batch on each channel: batch_size, or fewer for large records
-        self._limit: List[int] = [batch_size] * n
+        #: records per batch on each channel from the bytes per record alone
+        self._byte_limit: List[int] = [batch_size] * n
+        #: records per batch on each channel: the byte limit, or the consumer's if smaller
+        self._limit: List[int] = [self._capped(i, batch_size) for i in range(n)]
         #: channels whose record size is not known yet (neither probed nor measured)
         self._unsized: List[int] = list(range(n))
         self.pending_since_ms: Optional[float] = None
@@ -282,8 +301,22 @@ class RecordWriter:
                     size = 0
                 sized[id(first)] = size
             if size > 0:
-                self._limit[i] = self._records_for(size, 1)
+                self._byte_limit[i] = self._records_for(size, 1)
+                self._limit[i] = self._capped(i, self._byte_limit[i])
         self._unsized = still
+
+    def _capped(self, i: int, limit: int) -> int:
+        """``limit``, or channel ``i``'s announced batch limit if that is smaller."""
+        cap = getattr(self.writers[i], "batch_limit", None)
+        return limit if cap is None or cap >= limit else cap
+
+    def capacity(self) -> int:
+        """Records that fill about one batch on every channel (the smallest channel's
+        limit for a broadcast): how much a source should emit at a time so that a
+        back-pressured output does not hold it long."""
+        if self.partitioner.is_broadcast:
+            return min(self._limit, default=self.batch_size)
+        return sum(self._limit)
 
     def _records_for(self, nbytes: int, records: int) -> int:
         """Records per batch for ``records`` records that took ``nbytes`` bytes."""
@@ -300,7 +333,7 @@ class RecordWriter:
         limit = self._limit
         start, total = 0, len(records)
         while start < total:
-            end = start + limit[i]
+            end = start + self._capped(i, self._byte_limit[i])
             before = stats.bytes if stats is not None else 0
             try:
                 writer.write(RecordBatch(records[start:end],
@@ -313,7 +346,8 @@ class RecordWriter:
                                                e.recoverable) from e
             written = (stats.bytes - before) if stats is not None else 0
             if written > 0:  # a writer that counts no bytes: no adaptation
-                limit[i] = self._records_for(written, min(end, total) - start)
+                self._byte_limit[i] = self._records_for(written, min(end, total) - start)
+            limit[i] = self._capped(i, self._byte_limit[i])
             start = end
         self._pending[i] = []
         if self._pending_kgs is not None:

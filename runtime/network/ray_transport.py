@@ -3,7 +3,9 @@
 A writer sends each encoded frame as the bytes argument of a ``push_frame`` call on the
 consumer's actor; the consumer queues it in an in-process channel, and the call returns
 only when there is room (credits), so back-pressure reaches the writer through the number
-of unfinished calls. Measured against the socket transport in ``benchmarks/throughput.py``.
+of unfinished calls. The call returns the batch size the consumer announced (buffer
+debloating), which the writer learns when it waits for a call. Measured against the socket
+transport in ``benchmarks/throughput.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ __all__ = ["RayChannelWriter"]
 
 
 class RayChannelWriter(ChannelWriter):
+    carries_batch_limit = True  # push_frame returns the consumer's announcement
+
     def __init__(self, channel_id: str, consumer: Any, credits: int) -> None:
         self.channel_id = channel_id
         self.credits = credits
@@ -41,7 +45,9 @@ class RayChannelWriter(ChannelWriter):
             t0 = time.monotonic()
             self.stats.blocked_since = t0
             done, self._refs = ray.wait(self._refs, num_returns=1)
-            ray.get(done)
+            announced = ray.get(done)[0]
+            if announced is not None:
+                self.batch_limit = announced
             self.stats.blocked_ms += (time.monotonic() - t0) * 1000
             self.stats.blocked_since = None
         data = encode_frame(frame, self._seq)

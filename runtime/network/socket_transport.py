@@ -13,8 +13,11 @@ garbage or stays silent past :data:`HANDSHAKE_TIMEOUT_S` is logged and dropped; 
 goes on accepting. With ``security.ssl.internal.enabled`` a TCP connection is TLS first
 (:mod:`flowray.runtime.network.tls`), and the handshake above runs inside it. The reader
 returns credits on the same connection (4 bytes per taken frame),
-and the writer blocks reading credits when it has none left. A blocked (aligning) input is
-simply not read: its credits run out and its producer slows, which is Flink's behaviour.
+and the writer blocks reading credits when it has none left. A 4-byte word with the top bit
+set is not a credit but the batch size the consumer asks for (buffer debloating,
+:mod:`flowray.runtime.network.debloat`); the writer reads it with the credits. A blocked
+(aligning) input is simply not read: its credits run out and its producer slows, which is
+Flink's behaviour.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "Sock
 log = logging.getLogger(__name__)
 
 _CREDIT = struct.Struct("<I")
+#: the top bit of a credit word: the rest is an announced batch size, not a credit count
+_BATCH_LIMIT_FLAG = 1 << 31
 _HELLO_LEN = struct.Struct("<I")
 _CHALLENGE_BYTES = 32
 _DIGEST_BYTES = 32
@@ -399,6 +404,8 @@ def _recv_nowait(sock: socket.socket) -> Optional[bytes]:
 
 
 class SocketChannelWriter(ChannelWriter):
+    carries_batch_limit = True  # announcements arrive with the credits
+
     def __init__(self, channel_id: str, sock: socket.socket, credits: int) -> None:
         self.channel_id = channel_id
         self.credits = credits
@@ -421,7 +428,10 @@ class SocketChannelWriter(ChannelWriter):
         data = self._pending_credit + data
         whole = len(data) - len(data) % 4
         for (c,) in _CREDIT.iter_unpack(data[:whole]):
-            self._available += c
+            if c & _BATCH_LIMIT_FLAG:
+                self.batch_limit = c & ~_BATCH_LIMIT_FLAG
+            else:
+                self._available += c
         self._pending_credit = data[whole:]
 
     def write(self, frame: Frame) -> None:
@@ -540,6 +550,14 @@ class SocketChannelReader(ChannelReader):
             # buffered here; a producer that died shows up as end-of-stream without EOP.
             sent = len(out)
         self._credit_out = out[sent:]
+
+    def announce_batch_size(self, records: int) -> None:
+        """Send the batch size with the credits (buffered if the socket has no room)."""
+        if self.closed:
+            return
+        records = max(1, min(int(records), _BATCH_LIMIT_FLAG - 1))
+        self._credit_out += _CREDIT.pack(_BATCH_LIMIT_FLAG | records)
+        self._send_credit(0)
 
     def has_frames(self) -> bool:
         avail = len(self._buf) - self._pos

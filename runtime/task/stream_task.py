@@ -37,6 +37,7 @@ from flowray.runtime.network.blocking_partition import (
     PartitionNotFoundError,
 )
 from flowray.runtime.network.channel import ChannelReader, InputGate
+from flowray.runtime.network.debloat import INITIAL_BATCH, BufferDebloater
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
     END_OF_INPUT,
@@ -75,8 +76,14 @@ from flowray.common.options import (
     BUFFER_TIMEOUT,
     CHANNEL_BATCH_BYTES,
     CHANNEL_BATCH_SIZE,
+    CHANNEL_CREDITS,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MODE,
+    DEBLOAT_ENABLED,
+    DEBLOAT_PERIOD,
+    DEBLOAT_SAMPLES,
+    DEBLOAT_TARGET,
+    DEBLOAT_THRESHOLD,
     MEMORY_THRESHOLD,
     RUNTIME_MODE,
 )
@@ -114,6 +121,9 @@ class StreamTask:
         self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
         self.batch_execution = config.get(RUNTIME_MODE) == "BATCH"
         self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
+        # buffer debloating: outputs start small and follow their consumers' announcements;
+        # inputs measure this task's throughput and announce (see _make_debloater)
+        self.debloating = config.get(DEBLOAT_ENABLED)
         self.state = TaskState.CREATED
         self._cancelled = threading.Event()
         self._mailbox: Deque[Callable[[], None]] = deque()
@@ -341,7 +351,7 @@ class StreamTask:
                 writers = [self.env.open_output(cid, consumer) for cid, consumer in out.channels]
             self.record_writers[out.edge_id] = RecordWriter(
                 plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size,
-                self.batch_bytes,
+                self.batch_bytes, INITIAL_BATCH if self.debloating else None,
             )
         if tdd.inputs:
             self._open_inputs()
@@ -495,9 +505,13 @@ class StreamTask:
         assert isinstance(head, SourceOperator)
         batch_size = self.batch_size
         self._loop_turn_ms = self.clock.monotonic_ms()
+        writers = list(self.record_writers.values()) if self.debloating else []
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
-            n = head.emit_next(batch_size)
+            # debloated outputs: emit about a batch per channel at a time, so a trigger
+            # waiting in the mailbox is not held behind a long back-pressured write
+            n = head.emit_next(max(1, min(batch_size, *(rw.capacity() for rw in writers)))
+                               if writers else batch_size)
             if n is None:
                 break
             self.records_in += n
@@ -528,6 +542,9 @@ class StreamTask:
         # producers have finished: BATCH exchanges into a two-input operator are blocking
         # unless forward, and a forward producer just waits meanwhile)
         first = head.batch_first_input if self.batch_execution else None
+        debloater = self._make_debloater()
+        monotonic_ms = self.clock.monotonic_ms
+        idle_ms = 0.0  # time spent waiting for input (debloating measures busy time)
 
         while live:
             self._check_cancel()
@@ -535,7 +552,16 @@ class StreamTask:
             active = [r for r in live if not handler.is_blocked(r.channel_id)]
             if first is not None and open_channels.get(first, 0) > 0:
                 active = [r for r in active if input_of[r.channel_id] == first]
-            ready = gate.wait(active, wait) if active else []
+            if debloater is None:
+                ready = gate.wait(active, wait) if active else []
+            else:
+                size = debloater.update(monotonic_ms(), self.records_in, idle_ms, len(live))
+                if size is not None:
+                    for r in live:
+                        r.announce_batch_size(size)
+                t0 = monotonic_ms()
+                ready = gate.wait(active, wait) if active else []
+                idle_ms += monotonic_ms() - t0
             for reader in ready:
                 cid = reader.channel_id
                 idx = input_of[cid]
@@ -586,6 +612,18 @@ class StreamTask:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
                     else:
                         raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
+
+    def _make_debloater(self) -> Optional[BufferDebloater]:
+        """This task's input-side debloater (None when debloating is off or every input
+        is a blocking partition)."""
+        if not self.debloating or all(i.blocking for i in self.tdd.inputs):
+            return None
+        config = Configuration(self.tdd.config)
+        return BufferDebloater(
+            target_ms=config.get(DEBLOAT_TARGET), period_ms=config.get(DEBLOAT_PERIOD),
+            samples=config.get(DEBLOAT_SAMPLES), threshold_pct=config.get(DEBLOAT_THRESHOLD),
+            max_batch=self.batch_size, credits=config.get(CHANNEL_CREDITS),
+            initial=INITIAL_BATCH)
 
     def _request_stop(self, stop_mode: int) -> None:
         if self.barrier_handler is None and not self._input_ended:  # a source task
