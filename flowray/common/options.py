@@ -37,7 +37,13 @@ __all__ = [
     "CHANNEL_BATCH_SIZE",
     "CHANNEL_CREDITS",
     "CHANNEL_BATCH_BYTES",
+    "DEBLOAT_ENABLED",
+    "DEBLOAT_TARGET",
+    "DEBLOAT_PERIOD",
+    "DEBLOAT_SAMPLES",
+    "DEBLOAT_THRESHOLD",
     "DEPLOY_TIMEOUT",
+    "STANDBY_TASKS",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
     "LOCAL_PATHS_SHARED",
@@ -224,6 +230,49 @@ CHANNEL_BATCH_BYTES = register_option(
     check=_bounded(1 << 10, 1 << 30, _show_bytes, "must be at least 1 kb"),
 )
 
+# Buffer debloating (Flink's taskmanager.network.memory.buffer-debloat.*, FLIP-183)
+DEBLOAT_ENABLED = register_option(
+    "flowray.channel.debloat.enabled",
+    parse_bool,
+    True,
+    "Size in-flight data by time: each consumer asks its producers for batches it "
+    "processes in about flowray.channel.debloat.target (all credits of all its input "
+    "channels together), so a checkpoint barrier does not queue behind a long backlog.",
+)
+
+DEBLOAT_TARGET = register_option(
+    "flowray.channel.debloat.target",
+    parse_duration_ms,
+    1000,
+    "How long a consumer should take to process the data in flight to it (debloating).",
+    check=_bounded(1, 3_600_000, _show_ms),
+)
+
+DEBLOAT_PERIOD = register_option(
+    "flowray.channel.debloat.period",
+    parse_duration_ms,
+    200,
+    "How often a consumer measures its throughput and may announce a new batch size.",
+    check=_bounded(1, 3_600_000, _show_ms),
+)
+
+DEBLOAT_SAMPLES = register_option(
+    "flowray.channel.debloat.samples",
+    parse_int,
+    20,
+    "Throughput samples the moving average spans (its weight is 2 / (samples + 1)).",
+    check=_bounded(1, 1000),
+)
+
+DEBLOAT_THRESHOLD = register_option(
+    "flowray.channel.debloat.threshold-percentages",
+    parse_int,
+    25,
+    "A new batch size is announced only when it differs from the last by more than this "
+    "many percent.",
+    check=_bounded(0, 1000, below="must not be negative"),
+)
+
 CHANNEL_SAME_NODE = register_option(
     "flowray.channel.same-node",
     parse_str,
@@ -269,6 +318,16 @@ DEPLOY_TIMEOUT = register_option(
     120_000,
     "How long tasks may take to start and connect their channels.",
     check=_bounded(1, _HOUR_MS, _show_ms),
+)
+
+STANDBY_TASKS = register_option(
+    "flowray.failover.standby-tasks",
+    parse_int,
+    1,
+    "Idle task actors the job master keeps started for failovers to deploy into (no new "
+    "process to wait for), per resource profile of the job's tasks; only for tasks whose "
+    "slot sharing group reserves no Ray resources. 0: none.",
+    check=_bounded(0, 1000, below="must not be negative"),
 )
 
 

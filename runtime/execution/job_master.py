@@ -1,7 +1,8 @@
 """The job master actor (:class:`JobMaster`): deploys one :class:`TaskActor` per subtask,
 wires the channels, runs the checkpoint coordinator, watches the tasks and restarts them.
 Decisions are :class:`~flowray.runtime.jobmaster.scheduler.JobScheduler`'s; this shell turns
-them into Ray calls and Ray events into scheduler events. See
+them into Ray calls and Ray events into scheduler events. A failover deploys into a warm
+standby task actor when one fits (:mod:`flowray.runtime.execution.standby_actors`). See
 :mod:`flowray.runtime.execution.ray_executor` for attached and detached jobs."""
 
 from __future__ import annotations
@@ -12,24 +13,23 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
-from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.common.clock import SystemClock
 from flowray.runtime.execution.cluster import NAMESPACE
-from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
 from flowray.common.options import (
     DEPLOY_TIMEOUT,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
     JOB_STORE_EXPIRATION,
     SAVEPOINTS_DIR,
+    STANDBY_TASKS,
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
@@ -38,9 +38,22 @@ from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.deployments import DeploymentTracker, Wiring
 from flowray.runtime.jobmaster.heartbeats import ExpiryKind, HeartbeatMonitor
 from flowray.runtime.jobmaster.placement import NodeBlocklist
+from flowray.runtime.jobmaster.restart_strategy import NoRestartStrategy
 from flowray.runtime.jobmaster.scheduler import JobScheduler
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 
+from flowray.runtime.execution.actor_names import (
+    StoredJob,
+    draining_nodes,
+    name_free,
+    wait_name_free,
+)
+from flowray.runtime.execution.standby_actors import (
+    StandbyActors,
+    kill_quietly,
+    placement_strategy,
+    task_threads,
+)
 from flowray.runtime.execution.task_actor import TaskActor, actor_name
 
 __all__ = ["JobMaster", "StoredJob", "wait_name_free"]
@@ -90,9 +103,20 @@ class JobMaster(TaskDeployer):
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._started = time.monotonic()
+        #: (wall-clock s, event, subtask key) of deployments and failures, newest last
+        self._trace: "deque[Tuple[float, str, str]]" = deque(maxlen=512)
         self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
                                       SystemClock(), job.config,
                                       initial_checkpoint=job.restore_checkpoint)
+        # warm standby task actors for failovers (none if the job never restarts); none
+        # is started while a deployment is on its way, nor before a checkpoint completed
+        # after it (checkpointing on): a new process competes for CPU with the tasks
+        standbys = config.get(STANDBY_TASKS)
+        if isinstance(self.scheduler.restart_strategy, NoRestartStrategy):
+            standbys = 0
+        self.standbys = StandbyActors(standbys, name_prefix, job.job_id)
+        self._standby_hold = True
+        self._checkpointing = self.scheduler.settings.enabled
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
@@ -176,10 +200,11 @@ class JobMaster(TaskDeployer):
                 sched.status = JobStatus.FAILED
         finally:
             self._kill(list(self.actors))
+            self.standbys.stop()
             deadline = time.monotonic() + 10.0  # a dead node's actors may hold theirs
             for s in list(self.actors):
-                _name_free(self._actor_names.get(s, self._name(s)),
-                           max(0.0, deadline - time.monotonic()))
+                name_free(self._actor_names.get(s, self._name(s)),
+                          max(0.0, deadline - time.monotonic()))
         with self._lock:
             sched.clean_up_storage()  # no task is left to upload anything
             return sched.outcome()
@@ -190,10 +215,13 @@ class JobMaster(TaskDeployer):
             self._cancel.clear()
             with self._lock:
                 sched.cancel()
-        watched = list(self.refs) + list(self._address_refs) + list(self._heartbeat_refs)
+        watched = (list(self.refs) + list(self._address_refs) + list(self._heartbeat_refs)
+                   + self.standbys.refs)
         ready: List[Any] = []
-        if watched:
-            ready, _ = ray.wait(watched, num_returns=len(watched), timeout=0.02)
+        if watched:  # back at once when a call ends (a task's death among them)
+            ready, _ = ray.wait(watched, num_returns=1, timeout=0.02)
+            if ready and len(watched) > 1:
+                ready, _ = ray.wait(watched, num_returns=len(watched), timeout=0)
         else:
             time.sleep(0.02)
         with self._lock:
@@ -202,14 +230,18 @@ class JobMaster(TaskDeployer):
                     self.events.get_nowait()()
                 except queue.Empty:
                     break
-            for ref in ready:
+            # standbys first: one that died is not given a task in this same turn
+            for ref in sorted(ready, key=lambda r: not self.standbys.owns(r)):
                 if ref in self.refs:
                     self._on_run_ended(ref)
                 elif ref in self._address_refs:
                     self._on_address(ref)
                 elif ref in self._heartbeat_refs:
                     self._on_heartbeat(ref)
+                elif self.standbys.owns(ref):
+                    self.standbys.on_ready(ref)
             self._wire_ready()
+            self._replenish_standbys()
             self._send_heartbeats()
             sched.tick()
 
@@ -218,8 +250,10 @@ class JobMaster(TaskDeployer):
         self.heartbeats.untrack(s)
         try:
             result: TaskResult = ray.get(ref)
+            self._mark("ended:" + result.state.value, s)
             self.scheduler.on_task_result(attempt, result)
         except (RayActorError, RayTaskError) as e:
+            self._mark("lost", s)
             if isinstance(e, RayActorError):  # its node may be gone: Ray places actors
                 self.blocklist.block(self.nodes.get(s, ""), _now_ms())  # there a while
             self.scheduler.on_task_lost(attempt, s, f"the actor of task {self._task_name(s)!r} "
@@ -238,6 +272,7 @@ class JobMaster(TaskDeployer):
             self.deployments.on_failure(s, f"deploying task {self._task_name(s)!r} failed: "
                                            f"{type(e).__name__}: {e}")
             return
+        self._mark("address", s)
         self.nodes[s] = address.get("node_id", "")
         self.deployments.on_address(s, address)
 
@@ -264,8 +299,11 @@ class JobMaster(TaskDeployer):
         finally:
             self._starting = {}
         now = _now_ms()
+        if not self._checkpointing:  # no checkpoint to wait for: started is recovered
+            self._standby_hold = False
         for s in starting:
             ref = self.actors[s].run.remote(addresses, self.driver_addresses)
+            self._mark("run", s)
             self.refs[ref] = (wiring.attempt, s)
             self.heartbeats.track(s, wiring.attempt, now)
 
@@ -305,15 +343,22 @@ class JobMaster(TaskDeployer):
         old = [s for s in subtasks if s in self.actors]
         if old:
             self._kill(old)
-        strategy = self._placement()
+        avoid = self._nodes_to_avoid()
+        strategy = placement_strategy(avoid)
         created = []
         for d in descriptors:
             d.channel_secret = self.job.channel_secret
         self.deployments.start(attempt, subtasks, time.monotonic() + self.deploy_timeout_s)
+        self._standby_hold = True
         for d in descriptors:
             s = d.subtask
+            self._mark("deploy", s)
+            self.standbys.learn(d)
+            if s in old and self._deploy_into_standby(d, avoid):
+                continue
             try:
                 self.actors[s] = self._create_actor(d, strategy)
+                self._mark("created", s)
             except Exception as e:  # noqa: BLE001 - e.g. a name still taken
                 self.deployments.on_failure(s, f"deploying task {self._task_name(s)!r} "
                                                f"failed: {type(e).__name__}: {e}")
@@ -324,10 +369,10 @@ class JobMaster(TaskDeployer):
 
     def _create_actor(self, d: TaskDeploymentDescriptor, strategy: Any) -> Any:
         name = self._name(d.subtask)
-        if not _name_free(name, 1.0):  # a killed attempt still holds it
+        if not name_free(name, 1.0):  # a killed attempt still holds it
             name = f"{name}~{d.attempt}"
         options: Dict[str, Any] = dict(name=name, namespace=NAMESPACE,
-                                       max_concurrency=8 + len(d.inputs), max_restarts=0)
+                                       max_concurrency=task_threads(d), max_restarts=0)
         if strategy is not None:
             options["scheduling_strategy"] = strategy
         options.update(d.resources)  # the slot sharing group's num_cpus, memory, GPUs...
@@ -335,21 +380,43 @@ class JobMaster(TaskDeployer):
         self._actor_names[d.subtask] = name
         return actor
 
-    def _placement(self) -> Any:
-        """A scheduling strategy keeping new actors off dead nodes and off nodes where
-        tasks were just lost (None: Ray's default placement)."""
+    def _nodes_to_avoid(self) -> set:
+        """Nodes new actors should keep off: dead, draining, or where tasks were just
+        lost (placement is best effort: none if Ray cannot say)."""
         try:
             alive = {n["NodeID"]: bool(n.get("Alive")) for n in ray.nodes()}
         except Exception:  # noqa: BLE001 - placement is best effort
-            return None
-        for node in _draining_nodes():  # about to go: as good as dead for new tasks
+            return set()
+        for node in draining_nodes():  # about to go: as good as dead for new tasks
             alive[node] = False
         avoid = self.blocklist.nodes_to_avoid(alive, _now_ms())
-        if not avoid:
-            return None
-        log.info("flowray: placing tasks off %d node(s) that are dead or just lost tasks",
-                 len(avoid))
-        return NodeLabelSchedulingStrategy(hard={"ray.io/node-id": NotIn(*sorted(avoid))})
+        if avoid:
+            log.info("flowray: placing tasks off %d node(s) that are dead or just lost "
+                     "tasks", len(avoid))
+        return avoid
+
+    # -- warm standby task actors ----------------------------------------------------
+    def _deploy_into_standby(self, d: TaskDeploymentDescriptor, avoid: set) -> bool:
+        """Give ``d`` to a standby actor (its address comes back as a new actor's
+        does); False if none fits."""
+        standby = self.standbys.take(d, avoid)
+        if standby is None:
+            return False
+        s = d.subtask
+        self.actors[s] = standby.handle
+        self._actor_names[s] = standby.name
+        self._address_refs[standby.handle.assign.remote(d, self.me)] = s
+        self._mark("created", s)
+        log.info("flowray: task %r deployed into standby actor %s", self._task_name(s),
+                 standby.name)
+        return True
+
+    def _replenish_standbys(self) -> None:
+        """Start the standbys missing once no deployment is on its way (and, with
+        checkpointing, a checkpoint completed since the last one)."""
+        if (not self._standby_hold and not self._address_refs
+                and self.scheduler.status is JobStatus.RUNNING):
+            self.standbys.replenish(self._nodes_to_avoid)
 
     def _free_names(self) -> None:
         """Kill the task actors a dead master left (every ``<prefix>/...`` name but
@@ -368,7 +435,7 @@ class JobMaster(TaskDeployer):
                 continue
         deadline = time.monotonic() + 10.0
         for name in names:
-            _name_free(name, max(0.0, deadline - time.monotonic()))
+            name_free(name, max(0.0, deadline - time.monotonic()))
 
     def cancel_tasks(self, subtasks) -> None:
         for s in subtasks:
@@ -390,12 +457,8 @@ class JobMaster(TaskDeployer):
     def _kill(self, subtasks: List[SubtaskId]) -> None:
         for s in subtasks:
             actor = self.actors.get(s)
-            if actor is None:
-                continue
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
+            if actor is not None:
+                kill_quietly(actor)
         dead = set(subtasks)
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
         self._address_refs = {r: v for r, v in self._address_refs.items() if v not in dead}
@@ -405,6 +468,7 @@ class JobMaster(TaskDeployer):
     def trigger(self, subtask, checkpoint_id, timestamp_ms, is_savepoint,
                 location=None) -> None:
         actor = self.actors.get(subtask)
+        self._mark(f"trigger:{checkpoint_id}", subtask)
         if actor is not None:
             actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint, location)
 
@@ -415,6 +479,8 @@ class JobMaster(TaskDeployer):
                 actor.stop_source.remote(stop_mode)
 
     def notify_complete(self, subtask, checkpoint_id) -> None:
+        self._mark(f"complete:{checkpoint_id}", subtask)
+        self._standby_hold = False  # every task runs again
         actor = self.actors.get(subtask)
         if actor is not None:
             actor.notify_checkpoint_complete.remote(checkpoint_id)
@@ -426,6 +492,7 @@ class JobMaster(TaskDeployer):
 
     # -- calls from tasks (queued for the loop thread) -----------------------------------
     def acknowledge_checkpoint(self, attempt, subtask, checkpoint_id, snapshot, metrics) -> None:
+        self._mark(f"ack:{checkpoint_id}", subtask)
         self.events.put(lambda: self.scheduler.on_acknowledge(
             attempt, subtask, checkpoint_id, snapshot, metrics))
 
@@ -525,6 +592,20 @@ class JobMaster(TaskDeployer):
         with self._lock:
             return self.scheduler.checkpoint_stats()
 
+    def _mark(self, event: str, subtask: SubtaskId) -> None:
+        self._trace.append((time.time(), event, subtask.key))
+
+    def recovery_trace(self) -> List[Tuple[float, str, str]]:
+        """``(wall-clock time, event, subtask key)`` of recent deployments, task losses,
+        checkpoint triggers, acknowledgements and completions, oldest first (where a
+        failover's time goes: benchmarks/recovery.py)."""
+        return list(self._trace)
+
+    def standby_names(self) -> List[str]:
+        """Names of the standby task actors whose process runs (tests wait for one)."""
+        with self._lock:
+            return self.standbys.ready_names()
+
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> actor name of the current attempt (tests kill them)."""
         with self._lock:
@@ -552,57 +633,3 @@ class JobMaster(TaskDeployer):
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-def _draining_nodes() -> List[str]:
-    """Nodes Ray is draining (autoscaler scale-down, preemption); Ray has no public API
-    for it yet, so any failure means none."""
-    try:
-        from ray._private.state import state
-
-        return list(state.get_draining_nodes())
-    except Exception:  # noqa: BLE001 - best effort
-        return []
-
-
-def _name_free(name: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-
-
-def wait_name_free(name: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return
-        time.sleep(0.05)
-
-
-
-@dataclass(frozen=True)
-class StoredJob:
-    """Where the pickled job lies in the job's checkpoint storage (a small argument for
-    a restartable job master)."""
-
-    config: Dict[str, Any]
-    job_id: str
-
-    @staticmethod
-    def save(config: Dict[str, Any], job_id: str, job_bytes: bytes) -> "StoredJob":
-        stored = StoredJob(dict(config), job_id)
-        storage = checkpoint_storage_from_config(stored.config, job_id)
-        storage.write_file(storage.job_file_path, job_bytes)
-        return stored
-
-    def load(self) -> bytes:
-        storage = checkpoint_storage_from_config(self.config, self.job_id)
-        return storage.read_file(storage.job_file_path)

@@ -60,7 +60,8 @@ from flowray.runtime.network.socket_transport import (
     SocketListener,
 )
 
-from flowray.runtime.execution.job_master import JobMaster, StoredJob, wait_name_free
+from flowray.runtime.execution.actor_names import StoredJob, wait_name_free
+from flowray.runtime.execution.job_master import JobMaster
 from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name  # noqa: F401
 
 

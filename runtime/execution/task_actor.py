@@ -163,18 +163,45 @@ class TaskActor:
     ``cancel``, checkpoint triggers and notifications are served from other threads
     meanwhile and reach the task through its mailbox."""
 
-    def __init__(self, tdd: TaskDeploymentDescriptor, master: Any = None) -> None:
+    def __init__(self, tdd: Optional[TaskDeploymentDescriptor] = None,
+                 master: Any = None) -> None:
+        """With ``tdd``: the actor of that task. Without: a warm standby, idle until
+        :meth:`assign` gives it a task (a failover deploys into it)."""
         logging.getLogger("ray").setLevel(logging.WARNING)
-        self.tdd = tdd
-        self.master = master
-        self.node_id, ip = _node()
-        # only producers of this job (they know its secret) get to send it anything
-        self.tls = TlsSettings.from_config(tdd.config)
-        self.listener = SocketListener(self.node_id, ip, tdd.channel_secret, tls=self.tls)
+        self.node_id, self._ip = _node()
         self.task: Optional[StreamTask] = None
         self._cancelled = False
         self._early: List[Callable[[StreamTask], None]] = []
         self._lock = threading.Lock()
+        self._assigned = threading.Event()
+        if tdd is not None:
+            self._set_up(tdd, master)
+
+    def standby_node(self) -> str:
+        """A standby's node, once its process runs."""
+        return self.node_id
+
+    def idle(self) -> None:
+        """Returns once the standby was given a task: the job master keeps this call in
+        flight, so a standby that dies is noticed at once (the call fails)."""
+        self._assigned.wait()
+
+    def assign(self, tdd: TaskDeploymentDescriptor, master: Any = None) -> Dict[str, Any]:
+        """Make this standby the actor of ``tdd``; its :meth:`address`."""
+        with self._lock:
+            if self._assigned.is_set():
+                raise RuntimeError("this task actor already hosts a task")
+            self._set_up(tdd, master)
+        return self.address()
+
+    def _set_up(self, tdd: TaskDeploymentDescriptor, master: Any) -> None:
+        self.tdd = tdd
+        self.master = master
+        self._assigned.set()
+        # only producers of this job (they know its secret) get to send it anything
+        self.tls = TlsSettings.from_config(tdd.config)
+        self.listener = SocketListener(self.node_id, self._ip, tdd.channel_secret,
+                                       tls=self.tls)
         config = Configuration(tdd.config)
         self.transport = config.get(CHANNEL_TRANSPORT)
         self.inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
@@ -192,8 +219,9 @@ class TaskActor:
             address["actor"] = ray.get_runtime_context().current_actor
         return address
 
-    def push_frame(self, channel_id: str, data: bytes) -> None:
-        """Ray transport: queue one encoded frame; returns when the channel has room.
+    def push_frame(self, channel_id: str, data: bytes) -> Optional[int]:
+        """Ray transport: queue one encoded frame; returns when the channel has room,
+        with the batch size this consumer announced (buffer debloating; None: none).
 
         Calls of a threaded actor may run out of order: frames wait for their turn by
         sequence number, so the channel stays FIFO."""
@@ -202,9 +230,11 @@ class TaskActor:
         with cond:
             while self._next_seq[channel_id] != seq:
                 cond.wait(1.0)
-            self.inbox[1][channel_id].writer.push_encoded(data)
+            writer = self.inbox[1][channel_id].writer
+            writer.push_encoded(data)
             self._next_seq[channel_id] = seq + 1
             cond.notify_all()
+        return writer.batch_limit
 
     def run(self, addresses: Dict[str, Dict[str, Any]],
             driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:
