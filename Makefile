@@ -47,6 +47,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/tls.py
 	$(PY) benchmarks/async_io.py
 	$(PY) benchmarks/types.py
+	$(PY) benchmarks/heap_snapshot.py
+	$(PY) benchmarks/backpressure.py
+	$(PY) benchmarks/columnar.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

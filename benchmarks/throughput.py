@@ -191,12 +191,11 @@ def main(argv: List[str] | None = None) -> None:
     for keys in (int(k) for k in args.keys.split(",")):
         sizes = {s: args.records for s in SYSTEMS}
         if not args.records:  # calibrate: records for --seconds at each system's rate
-            for system in SYSTEMS:
-                probe = 500_000 if system != "bytewax" else 200_000
-                r = run_system(system, probe, max(1, min(keys, probe)), args.transport,
-                               args.batch)
+            for system in SYSTEMS:  # a probe undercounts (start-up, fewer keys): +30%
+                probe = 1_000_000 if system != "bytewax" else 400_000
+                r = run_system(system, probe, keys, args.transport, args.batch)
                 if "skipped" not in r:
-                    sizes[system] = max(probe, int(probe / r["running_s"] * args.seconds))
+                    sizes[system] = max(probe, int(probe / r["running_s"] * args.seconds * 1.3))
         rates: Dict[str, List[float]] = {s: [] for s in SYSTEMS}
         skipped: Dict[str, str] = {}
         for rnd in range(args.rounds):  # alternate systems within each round
