@@ -30,7 +30,12 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     """The keyed backend ``config`` names for one subtask; RocksDB gets a working folder
     of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``; without a
     localdir, ``<tmp>/flowray-<uid>/rocksdb/<job>/...``, private to the user)."""
-    from flowray.common.options import ROCKSDB_INCREMENTAL, ROCKSDB_LOCAL_DIR, STATE_BACKEND_TYPE
+    from flowray.common.options import (
+        ROCKSDB_INCREMENTAL,
+        ROCKSDB_LOCAL_DIR,
+        ROCKSDB_VALUE_CACHE_ENTRIES,
+        STATE_BACKEND_TYPE,
+    )
     from flowray.common.configuration import Configuration
     from flowray.common.files import user_temp_dir
     conf = Configuration(dict(config))
@@ -45,7 +50,8 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     _remove_earlier_attempts(job_dir, safe, attempt)
     working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
     return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
-                                    incremental=conf.get(ROCKSDB_INCREMENTAL))
+                                    incremental=conf.get(ROCKSDB_INCREMENTAL),
+                                    value_cache_entries=conf.get(ROCKSDB_VALUE_CACHE_ENTRIES))
 
 
 def _remove_earlier_attempts(job_dir: str, subtask: str, attempt: int) -> None:

@@ -528,6 +528,16 @@ ROCKSDB_INCREMENTAL = register_option(
     "reference-counted by the job master). Ignored by the hashmap backend.",
 )
 
+ROCKSDB_VALUE_CACHE_ENTRIES = register_option(
+    "flowray.state.rocksdb.value-cache-entries",
+    parse_int,
+    65536,
+    "RocksDB only: entries of the write-behind cache in front of each reduce/sum/min/max "
+    "state (stored bytes, written to RocksDB before every snapshot); 0: every input batch "
+    "is written through at once.",
+    check=_bounded(0, 100_000_000),
+)
+
 CHECKPOINTS_DIR = register_option(
     "state.checkpoints.dir",
     parse_str,

@@ -272,3 +272,19 @@ def test_keys_of_the_batch_outside_the_range_are_refused_before_any_write(tmp_pa
         assert h.backend.key_group_range == KeyGroupRange(64, 127)
     finally:
         h.dispose()
+
+
+def test_cache_size_comes_from_configuration(tmp_path):
+    from flowray.common.configuration import ConfigurationError
+    from flowray.state.state_backend import create_keyed_backend
+
+    conf = {"state.backend.type": "rocksdb", "state.backend.rocksdb.localdir": str(tmp_path),
+            "flowray.state.rocksdb.value-cache-entries": "0"}
+    backend = create_keyed_backend(conf, FULL, MAXP, "job", "v1:0", 0)
+    try:
+        assert backend.value_cache_entries == 0
+    finally:
+        backend.dispose()
+    conf["flowray.state.rocksdb.value-cache-entries"] = "-1"
+    with pytest.raises(ConfigurationError, match="value-cache-entries"):
+        create_keyed_backend(conf, FULL, MAXP, "job", "v1:0", 1)
