@@ -43,13 +43,7 @@ def name_free(name: str, timeout_s: float) -> bool:
 
 def wait_name_free(name: str, timeout_s: float = 10.0) -> None:
     """Wait (at most ``timeout_s``) until no actor holds ``name``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return
-        time.sleep(0.05)
+    name_free(name, timeout_s)
 
 
 @dataclass(frozen=True)
