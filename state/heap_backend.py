@@ -410,6 +410,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                     target[k if type(k) in plain else canonical_key(k)] = (
                         decode_value(v) if pickled else v)
 
-    def dispose(self) -> None:
+    def dispose(self, discard_local_state: bool = False) -> None:
         self._tables.clear()
         self._states.clear()

@@ -216,5 +216,6 @@ class KeyedStateBackend(abc.ABC):
         does: Flink's NO_CLAIM)."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore snapshots")
 
-    def dispose(self) -> None:
-        """Release resources (files, handles). Idempotent."""
+    def dispose(self, discard_local_state: bool = False) -> None:
+        """Release resources (files, handles). Idempotent. ``discard_local_state``: also
+        the copies kept for task-local recovery (the task finished)."""

@@ -50,11 +50,14 @@ class OperatorStateEntry:
 
 @dataclass
 class KeyedStateHandle:
-    """A file in checkpoint storage holding the keyed state of ``key_group_range``."""
+    """A file in checkpoint storage holding the keyed state of ``key_group_range``.
+    ``local_copy_id``: names the copy of this state the task kept on its node for
+    task-local recovery (:mod:`flowray.state.rocksdb.local_recovery`); empty: none."""
 
     path: str
     key_group_range: KeyGroupRange
     size: int
+    local_copy_id: str = ""
 
 
 @dataclass

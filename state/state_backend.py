@@ -20,8 +20,8 @@ from flowray.state.keyed_backend import KeyedStateBackend
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
 
-__all__ = ["create_keyed_backend", "StateBackend", "HashMapStateBackend",
-           "EmbeddedRocksDBStateBackend"]
+__all__ = ["create_keyed_backend", "discard_local_state", "local_state_root", "StateBackend",
+           "HashMapStateBackend", "EmbeddedRocksDBStateBackend"]
 
 
 def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRange,
@@ -29,29 +29,54 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
                          attempt: int) -> KeyedStateBackend:
     """The keyed backend ``config`` names for one subtask; RocksDB gets a working folder
     of its own (``<localdir>/flowray-rocksdb/<job>/<subtask>-<attempt>``; without a
-    localdir, ``<tmp>/flowray-<uid>/rocksdb/<job>/...``, private to the user)."""
+    localdir, ``<tmp>/flowray-<uid>/rocksdb/<job>/...``, private to the user), and with
+    task-local recovery on, a :class:`TaskLocalStateStore` under :func:`local_state_root`."""
     from flowray.common.options import (
+        LOCAL_RECOVERY,
+        LOCAL_RECOVERY_LEGACY,
         ROCKSDB_INCREMENTAL,
-        ROCKSDB_LOCAL_DIR,
         ROCKSDB_VALUE_CACHE_ENTRIES,
         STATE_BACKEND_TYPE,
     )
     from flowray.common.configuration import Configuration
-    from flowray.common.files import user_temp_dir
     conf = Configuration(dict(config))
     if conf.get(STATE_BACKEND_TYPE) == "hashmap":
         return HeapKeyedStateBackend(key_group_range, max_parallelism)
     from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+    safe = subtask_key.replace(":", "-").replace("/", "_")
+    job_dir = _rocksdb_job_dir(conf, job_id)
+    _remove_earlier_attempts(job_dir, safe, attempt)
+    working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
+    local_store = None
+    if conf.get(LOCAL_RECOVERY) or conf.get(LOCAL_RECOVERY_LEGACY):
+        from flowray.state.rocksdb.local_recovery import TaskLocalStateStore
+        local_store = TaskLocalStateStore(os.path.join(local_state_root(job_dir), safe))
+    return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
+                                    incremental=conf.get(ROCKSDB_INCREMENTAL),
+                                    value_cache_entries=conf.get(ROCKSDB_VALUE_CACHE_ENTRIES),
+                                    local_store=local_store)
+
+
+def _rocksdb_job_dir(conf: Any, job_id: str) -> str:
+    from flowray.common.files import user_temp_dir
+    from flowray.common.options import ROCKSDB_LOCAL_DIR
     local_dir = conf.get(ROCKSDB_LOCAL_DIR)
     root = (os.path.join(local_dir, "flowray-rocksdb") if local_dir
             else user_temp_dir("rocksdb"))
-    safe = subtask_key.replace(":", "-").replace("/", "_")
-    job_dir = os.path.join(root, job_id)
-    _remove_earlier_attempts(job_dir, safe, attempt)
-    working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
-    return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
-                                    incremental=conf.get(ROCKSDB_INCREMENTAL),
-                                    value_cache_entries=conf.get(ROCKSDB_VALUE_CACHE_ENTRIES))
+    return os.path.join(root, job_id)
+
+
+def local_state_root(job_dir: str) -> str:
+    """Where a job's task-local recovery copies live on a node: beside its RocksDB working
+    folders (``<job dir>/local-state/<subtask>``), so keeping one is a rename."""
+    return os.path.join(job_dir, "local-state")
+
+
+def discard_local_state(config: Mapping[str, Any], job_id: str) -> None:
+    """Remove the job's task-local recovery copies on this node (the job ended)."""
+    from flowray.common.configuration import Configuration
+    shutil.rmtree(local_state_root(_rocksdb_job_dir(Configuration(dict(config)), job_id)),
+                  ignore_errors=True)
 
 
 def _remove_earlier_attempts(job_dir: str, subtask: str, attempt: int) -> None:

@@ -528,6 +528,24 @@ ROCKSDB_INCREMENTAL = register_option(
     "reference-counted by the job master). Ignored by the hashmap backend.",
 )
 
+LOCAL_RECOVERY = register_option(
+    "execution.checkpointing.local-backup.enabled",
+    parse_bool,
+    False,
+    "RocksDB only: task-local recovery. Each checkpoint's RocksDB directory (hard links to "
+    "the database's files) stays on the task's node beside the RocksDB working folders "
+    "until a later checkpoint completes; a task restored on the same node opens it instead "
+    "of reading checkpoint storage (elsewhere, or if it is missing, storage is read). "
+    "Flink 1.x name: state.backend.local-recovery.",
+)
+
+LOCAL_RECOVERY_LEGACY = register_option(
+    "state.backend.local-recovery",
+    parse_bool,
+    False,
+    "Flink 1.x name of execution.checkpointing.local-backup.enabled (either turns it on).",
+)
+
 ROCKSDB_VALUE_CACHE_ENTRIES = register_option(
     "flowray.state.rocksdb.value-cache-entries",
     parse_int,

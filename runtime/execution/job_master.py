@@ -32,6 +32,7 @@ from flowray.common.options import (
     STANDBY_TASKS,
 )
 from flowray.common.configuration import Configuration
+from flowray.state.state_backend import discard_local_state
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import PreparedJob
 from flowray.runtime.jobmaster.deployer import TaskDeployer
@@ -207,6 +208,7 @@ class JobMaster(TaskDeployer):
                           max(0.0, deadline - time.monotonic()))
         with self._lock:
             sched.clean_up_storage()  # no task is left to upload anything
+            discard_local_state(self.job.config, self.job.job_id)  # on this node
             return sched.outcome()
 
     def _step(self) -> None:

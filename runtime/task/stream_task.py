@@ -739,7 +739,8 @@ class StreamTask:
         if self.checkpointer is not None:
             self.checkpointer.close(wait=False)
         if getattr(self, "keyed_backend", None) is not None:
-            self.keyed_backend.dispose()
+            # a finished subtask is never restored; a failed or cancelled one may be
+            self.keyed_backend.dispose(discard_local_state=self.state is TaskState.FINISHED)
 
 
 def _one_output(outputs: List[Output]) -> Output:

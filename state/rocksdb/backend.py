@@ -5,6 +5,7 @@ full and incremental snapshots and restore (see :mod:`flowray.state.rocksdb`).
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shutil
 import tempfile
@@ -50,6 +51,7 @@ from flowray.state.rocksdb.states import (
     RocksDBValueAccessor,
 )
 from flowray.state.snapshot import IncrementalKeyedStateHandle
+from flowray.state.rocksdb.local_recovery import TaskLocalStateStore, materialize
 from flowray.state.rocksdb.states import RocksDBValueState
 from flowray.state.rocksdb.value_accessor import DEFAULT_CACHE_ENTRIES
 from flowray.state.ttl import (
@@ -64,6 +66,8 @@ from flowray.common.clock import Clock, SystemClock
 from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
 __all__ = ["RocksDBKeyedStateBackend"]
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,7 +125,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     savepoints are written and read back in parts of about this size (the memory they
     need; :mod:`flowray.state.full_snapshot`). ``clock``: the processing-time clock of
     state TTL (default: the system clock). ``value_cache_entries``: the write-behind cache
-    of each :meth:`value_accessor` (:mod:`flowray.state.rocksdb.value_accessor`; 0: none)."""
+    of each :meth:`value_accessor` (:mod:`flowray.state.rocksdb.value_accessor`; 0: none).
+    ``local_store``: task-local recovery (:mod:`flowray.state.rocksdb.local_recovery`):
+    checkpoints (never savepoints) keep their RocksDB directory there, and a restore of one
+    of them opens that copy instead of reading checkpoint storage."""
 
     def __init__(
         self,
@@ -132,7 +139,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         snapshot_part_bytes: int = DEFAULT_PART_BYTES,
         clock: Optional[Clock] = None,
         value_cache_entries: int = DEFAULT_CACHE_ENTRIES,
+        local_store: Optional[TaskLocalStateStore] = None,
     ) -> None:
+        self.local_store = local_store
+        #: how the last restore got its files: "local", "storage", or None (no restore)
+        self.restored_from: Optional[str] = None
         self.ttl_clock: Clock = clock if clock is not None else SystemClock()
         if value_cache_entries < 0:
             raise ValueError(f"value_cache_entries must be >= 0, got {value_cache_entries}")
@@ -357,7 +368,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range,
                                          part_bytes=self.snapshot_part_bytes,
                                          ttl_purges=purges,
-                                         now_ms=self.ttl_clock.now_ms() if purges else 0)
+                                         now_ms=self.ttl_clock.now_ms() if purges else 0,
+                                         keep_local=None if savepoint
+                                         else self._keeper(checkpoint_id, kinds))
+
+    def _keeper(self, checkpoint_id: int,
+                kinds: Dict[str, str]) -> Optional[Callable[[str], str]]:
+        """What a checkpoint's writer calls to keep its directory for local recovery."""
+        store = self.local_store
+        if store is None:
+            return None
+        rng = (self.key_group_range.start, self.key_group_range.end)
+        return lambda path: store.store(checkpoint_id, path, rng, dict(kinds))
 
     def _snapshot_incremental(
         self, checkpoint_id: int, kinds: Dict[str, str]
@@ -384,6 +406,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             base,
             self._record_uploads,
             self.db_uid,
+            keep_local=self._keeper(checkpoint_id, kinds),
         )
 
     def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
@@ -394,7 +417,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` completed: its SST uploads (recorded by its writer)
         become the base that later incremental checkpoints reference instead of uploading.
-        Older unconfirmed uploads are forgotten. No-op for unknown or older ids."""
+        Older unconfirmed uploads are forgotten. No-op for unknown or older ids. Local
+        copies of earlier checkpoints are deleted."""
+        if self.local_store is not None:
+            self.local_store.confirm(checkpoint_id)
         with self._upload_lock:
             uploads = self._pending.pop(checkpoint_id, None)
             if uploads is None or checkpoint_id <= self._confirmed_id:
@@ -407,7 +433,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 del self._pending[cid]
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        """Forget the uploads of an aborted checkpoint."""
+        """Forget the uploads (and the local copy) of an aborted checkpoint."""
+        if self.local_store is not None:
+            self.local_store.abort(checkpoint_id)
         with self._upload_lock:
             self._pending.pop(checkpoint_id, None)
 
@@ -425,24 +453,61 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             with open(os.path.join(target, name), "wb") as f:
                 f.write(read(remote))
 
+    def _replace_database(self, fill: Callable[[str], None], kinds: Dict[str, str]) -> None:
+        """Replace the (empty) database by the files ``fill(folder)`` puts in its folder
+        (nothing: a new empty database) holding the states ``kinds``, and open it."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+        for cf in self._cfs.values():
+            cf.close()
+        self._cfs.clear()
+        self._kinds.clear()
+        shutil.rmtree(self._db_path, ignore_errors=True)
+        os.makedirs(self._db_path, exist_ok=True)
+        fill(self._db_path)
+        cfs = {name: _raw_options() for name in Rdict.list_cf(self._db_path) if name != "default"
+               } if os.path.exists(os.path.join(self._db_path, "CURRENT")) else {}
+        self._db = Rdict(self._db_path, _raw_options(), column_families=cfs)
+        self._db.set_write_options(self._write_opts)
+        for name, kind in kinds.items():
+            cf = self._db.get_column_family(_CF_PREFIX + name)
+            cf.set_write_options(self._write_opts)
+            self._kinds[name] = StateKind(kind)
+            self._cfs[name] = cf
+
+    def _restore_locally(self, handle: Any, claimed: bool) -> bool:
+        """Open the local copy of ``handle``'s checkpoint (task-local recovery); False if
+        there is none that matches, or it cannot be opened (the database is then empty)."""
+        store = self.local_store
+        copy = store.find(handle.local_copy_id) if store is not None else None
+        if copy is None or copy.key_group_range != (self.key_group_range.start,
+                                                    self.key_group_range.end):
+            return False
+        try:
+            self._replace_database(lambda folder: materialize(copy, folder), copy.kinds)
+        except Exception as e:  # noqa: BLE001 - a damaged local copy: use checkpoint storage
+            log.warning("flowray: local copy %s of checkpoint %d cannot be opened (%s: %s); "
+                        "restoring from checkpoint storage", copy.directory,
+                        copy.checkpoint_id, type(e).__name__, e)
+            self._replace_database(lambda folder: None, {})
+            return False
+        if isinstance(handle, IncrementalKeyedStateHandle):
+            self._adopt_base(handle, claimed)
+        return True
+
     def _restore_incremental_in_place(
         self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes],
         claimed: bool = True,
     ) -> None:
         """Replace the (empty) database by the checkpoint's files and reopen it."""
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
-        shutil.rmtree(self._db_path, ignore_errors=True)
-        self._download(handle, read, self._db_path)
-        cfs = {name: _raw_options() for name in Rdict.list_cf(self._db_path) if name != "default"}
-        self._db = Rdict(self._db_path, _raw_options(), column_families=cfs)
-        self._db.set_write_options(self._write_opts)
-        for name, kind in handle.state_kinds.items():
-            cf = self._db.get_column_family(_CF_PREFIX + name)
-            cf.set_write_options(self._write_opts)
-            self._kinds[name] = StateKind(kind)
-            self._cfs[name] = cf
+        self._replace_database(lambda folder: self._download(handle, read, folder),
+                               handle.state_kinds)
+        self._adopt_base(handle, claimed)
+
+    def _adopt_base(self, handle: IncrementalKeyedStateHandle, claimed: bool) -> None:
+        """The restored checkpoint's SST files become the confirmed base of the next
+        incremental checkpoint (not claimed: it uploads every file again, into this job)."""
         sizes = handle.file_sizes
         with self._upload_lock:
             # not claimed: the next checkpoint uploads every file again, into this job
@@ -497,18 +562,25 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         this backend's range, restored before any state is registered, replaces the
         database by the checkpoint's files (and its SST files become the confirmed base, so
         the next incremental checkpoint references them); otherwise (rescaling) the key
-        groups of this backend are copied out of each checkpoint."""
+        groups of this backend are copied out of each checkpoint. With a ``local_store``,
+        one handle of exactly this range whose local copy is on this node is opened from
+        that copy (full or incremental) and ``read`` is not called; :attr:`restored_from`
+        tells which way it went."""
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
         for acc in self._accessors.values():  # what they cached may be overwritten
             acc.invalidate()
         handles = [h for h in handles if h is not None]
-        if (
-            len(handles) == 1
-            and isinstance(handles[0], IncrementalKeyedStateHandle)
-            and handles[0].key_group_range == self.key_group_range
-            and not self._kinds
-        ):
+        single = (len(handles) == 1 and handles[0].key_group_range == self.key_group_range
+                  and not self._kinds)
+        local_id = handles[0].local_copy_id if single else ""
+        if self.local_store is not None:  # copies of other checkpoints are never restored
+            self.local_store.retain_only(local_id)
+        self.restored_from = "storage" if handles else None
+        if single and local_id and self._restore_locally(handles[0], claimed):
+            self.restored_from = "local"
+            return
+        if single and isinstance(handles[0], IncrementalKeyedStateHandle):
             self._restore_incremental_in_place(handles[0], read, claimed)
             return
         for handle in handles:
@@ -548,8 +620,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                           cf_handle)
         batch.flush()
 
-    def dispose(self) -> None:
-        """Close the database and delete ``working_dir``. Idempotent."""
+    def dispose(self, discard_local_state: bool = False) -> None:
+        """Close the database and delete ``working_dir``; with ``discard_local_state``
+        (the task finished: no attempt will restore it) also the local copies. Idempotent."""
+        if discard_local_state and self.local_store is not None:
+            self.local_store.discard_all()
         self._states.clear()
         for acc in self._accessors.values():
             acc.discard()

@@ -9,6 +9,7 @@ uploads new SST files as shared files and the rest as private ones.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import shutil
@@ -42,6 +43,8 @@ __all__ = ["RocksDBFullSnapshotWriter", "RocksDBIncrementalSnapshotWriter"]
 
 #: one database entry in snapshot order: (key group, state, key, value pickle, size)
 _Entry = Tuple[int, str, Any, bytes, int]
+
+log = logging.getLogger(__name__)
 
 
 def _column_entries(name: str, items: Iterator[Tuple[bytes, bytes]]) -> Iterator[_Entry]:
@@ -190,6 +193,21 @@ def _stream_raw_columns(columns: List[_RawColumn], out: RawSnapshotWriter) -> No
                     add_run(group, column.name, keys, values, size)
 
 
+def keep_local_copy(keep_local: Optional[Callable[[str], str]],
+                    checkpoint_path: Optional[str]) -> str:
+    """Hand a written checkpoint directory to task-local recovery (``keep_local`` moves it
+    and returns its copy id); "" without local recovery or when keeping it failed (the
+    checkpoint itself is written: a missing local copy only means a slower restore)."""
+    if keep_local is None or checkpoint_path is None:
+        return ""
+    try:
+        return keep_local(checkpoint_path)
+    except OSError as e:
+        log.warning("flowray: cannot keep a local copy of %s for local recovery: %s",
+                    checkpoint_path, e)
+        return ""
+
+
 class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
     """Streams a RocksDB checkpoint directory into the portable full-snapshot format
     (``flowray-keyed-v3``: key group by key group, in parts of about ``part_bytes`` and
@@ -206,7 +224,9 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
         ttl_purges: Optional[Dict[str, Tuple[Callable[[Any, int, int], Any], int]]] = None,
         now_ms: int = 0,
         format_version: int = 3,
+        keep_local: Optional[Callable[[str], str]] = None,
     ) -> None:
+        self.keep_local = keep_local
         if format_version not in (2, 3):
             raise ValueError(f"format_version must be 2 or 3, got {format_version}")
         self.format_version = format_version
@@ -236,11 +256,14 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             self.stats = out.stats
             self._stream(out)
             size = out.finish()
-        finally:
+        except BaseException:
             self.discard()
+            raise
+        copy_id = keep_local_copy(self.keep_local, self.checkpoint_path)
+        self.discard()
         if size is None:
             return None
-        return KeyedStateHandle(path, self.key_group_range, size)
+        return KeyedStateHandle(path, self.key_group_range, size, local_copy_id=copy_id)
 
     def _stream(self, out: Any) -> None:
         """Feed every entry of the checkpoint to ``out``, key group by key group."""
@@ -320,7 +343,9 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
         base: Dict[str, Tuple[str, int]],
         on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]],
         db_uid: str = "",
+        keep_local: Optional[Callable[[str], str]] = None,
     ) -> None:
+        self.keep_local = keep_local
         self.db_uid = db_uid
         self.checkpoint_id = checkpoint_id
         self.checkpoint_path = checkpoint_path
@@ -372,8 +397,11 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
                     ssts[name] = (remote, n)
                 else:
                     private[name] = remote
-        finally:
+        except BaseException:
             self.discard()
+            raise
+        copy_id = keep_local_copy(self.keep_local, self.checkpoint_path)
+        self.discard()
         if self.on_uploaded is not None:
             self.on_uploaded(self.checkpoint_id, ssts)
         return IncrementalKeyedStateHandle(
@@ -387,6 +415,7 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
             full_size=sum(sizes.values()),
             file_sizes=sizes,
             db_uid=self.db_uid,
+            local_copy_id=copy_id,
         )
 
     def discard(self) -> None:

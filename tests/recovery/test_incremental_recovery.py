@@ -44,7 +44,7 @@ def _expected(n=N):
     return Counter((k, c) for k, c_n in per_key.items() for c in range(1, c_n + 1))
 
 
-def _submit(tmp_path, items, extra=None):
+def _submit(tmp_path, items, extra=None, interval_ms=200):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
     for key, value in {**RESTARTS, "state.backend.type": "rocksdb",
@@ -54,7 +54,7 @@ def _submit(tmp_path, items, extra=None):
                        "state.checkpoints.dir": str(tmp_path / "checkpoints"),
                        **(extra or {})}.items():
         conf.set_string(key, value)
-    env.enable_checkpointing(200)
+    env.enable_checkpointing(interval_ms)
     env.set_parallelism(2)
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
