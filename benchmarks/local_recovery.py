@@ -1,19 +1,26 @@
-"""Task-local recovery: restoring one subtask's RocksDB keyed state from the copy kept on
-its node vs from checkpoint storage, same state, same run, full and incremental
-checkpoints (no Ray: the backend's restore is what differs; a job adds the same fixed
-costs to both).
+"""Task-local recovery: restoring RocksDB keyed state from the copy kept on the task's
+node vs from checkpoint storage, same state, same run, full and incremental checkpoints.
+
+* restore: one subtask's backend restored from a checkpoint of ``--keys`` keys (no Ray;
+  only the restore differs). Each restore is checked (key count and sample values).
+* job: a keyed running sum on Ray (p=1, checkpoints every 200 ms) builds ``--job-keys``
+  keys, holds, and its keyed task is killed; measured from the kill to the first new
+  committed output, with local recovery on and off (runs alternate). Output is checked
+  exactly once.
 
 Checkpoint storage here is the local disk (``FsCheckpointStorage`` on a temp folder), the
-cheapest storage there is: with S3 or HDFS reading the files back costs more and the local
-copy's advantage grows. Each restore is checked (key count and a sample of values).
+cheapest storage there is: with S3 or HDFS, reading the files back costs more and the local
+copy's advantage grows.
 
-    python benchmarks/local_recovery.py [--keys 1000000] [--rounds 3]
+    python benchmarks/local_recovery.py [--keys 1000000] [--job-keys 1000000] [--rounds 3]
+                                        [--skip-job]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import statistics
@@ -93,13 +100,121 @@ def run(keys: int, rounds: int) -> List[Dict[str, Any]]:
     return rows
 
 
+TAIL = 2_000  # records after the kill, ~50 per 50 ms
+
+
+def run_job(keys: int, incremental: bool, local: bool) -> Dict[str, Any]:
+    """One job run; seconds from the kill to the first new committed output."""
+    from collections import Counter
+
+    from flowray import Configuration, StreamExecutionEnvironment
+    from flowray.common import WatermarkStrategy
+    from flowray.testing import (HOLD, PAUSE, FaultInjector, TestingSource,
+                                 TransactionalTestingSink)
+    from recovery import committed_times
+
+    tmp = tempfile.mkdtemp(prefix="flowray-local-recovery-job-")
+    try:
+        env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+            "state.backend.type": "rocksdb",
+            "state.backend.incremental": incremental,
+            "state.backend.rocksdb.localdir": os.path.join(tmp, "rocksdb"),
+            "execution.checkpointing.local-backup.enabled": local,
+            "state.checkpoints.dir": os.path.join(tmp, "chk"),
+            "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms"}))
+        env.enable_checkpointing(200)
+        env.set_parallelism(1)
+        items: List[Any] = [(f"user-{i}", 1) for i in range(keys)] + [HOLD()]
+        for j in range(TAIL):
+            if j % 50 == 0:
+                items.append(PAUSE(0.05))
+            items.append((f"user-{j}", 1))
+        hold_at = keys
+        out = os.path.join(tmp, "out")
+        sink = TransactionalTestingSink(out)
+        source = TestingSource(items, ledger_dir=os.path.join(tmp, "f"))
+        (env.from_source(source, WatermarkStrategy.no_watermarks(), "users")
+         .key_by(lambda t: t[0]).sum(1).name("running sum").sink_to(sink))
+        client = env.execute_async("local-recovery")
+
+        def completed() -> int:
+            return client.get_checkpoint_stats()["counts"].get("completed", 0)
+
+        deadline = time.monotonic() + 600
+        while hold_at not in source.fired_markers():
+            if time.monotonic() > deadline or client.get_job_status().is_globally_terminal_state():
+                raise RuntimeError("the job did not reach its HOLD()")
+            time.sleep(0.05)
+        target = completed() + 2  # a checkpoint taken entirely after the state was built
+        while completed() < target:
+            time.sleep(0.05)
+        seen: Dict[str, float] = {}
+        committed_times(out, seen)
+        injector = FaultInjector(client)
+        victim = next(k for k, n in injector.task_actor_names().items() if "running sum" in n)
+        killed_at = time.monotonic()
+        injector.kill(victim)
+        before = set(seen)
+        recovered_at = None
+        while time.monotonic() < killed_at + 300:
+            committed_times(out, seen)
+            new = [t for n, t in seen.items() if n not in before]
+            if new:
+                recovered_at = min(new)
+                break
+            time.sleep(0.005)
+        result = client.wait(timeout_s=600)
+        want = Counter((f"user-{i}", 1) for i in range(keys))
+        want.update((f"user-{j}", 2) for j in range(TAIL))
+        exact = Counter(sink.committed()) == want
+        restore = result.outcome.checkpoint_stats.get("latest_restore") or {}
+        sink.cleanup()
+        return {"recovery_s": (recovered_at - killed_at) if recovered_at else float("nan"),
+                "restore_ms": restore.get("restore_ms"), "exactly_once": exact,
+                "restarts": result.outcome.restarts}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def job_part(keys: int, rounds: int) -> List[Dict[str, Any]]:
+    import ray
+    logging.getLogger("flowray").setLevel(logging.WARNING)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR",
+             log_to_driver=False)
+    rows = []
+    try:
+        for incremental in (False, True):
+            times: Dict[bool, List[float]] = {False: [], True: []}
+            exact = True
+            for _ in range(rounds):
+                for local in (False, True):
+                    r = run_job(keys, incremental, local)
+                    print(f"  {'incremental' if incremental else 'full'} checkpoints, local "
+                          f"recovery {'on' if local else 'off'}: kill -> output "
+                          f"{r['recovery_s'] * 1000:,.0f} ms, exactly once: "
+                          f"{r['exactly_once']}", flush=True)
+                    times[local].append(r["recovery_s"])
+                    exact = exact and r["exactly_once"] and r["restarts"] >= 1
+            off, on = statistics.median(times[False]), statistics.median(times[True])
+            rows.append({"checkpoint": "incremental" if incremental else "full",
+                         "keys": keys, "storage_s": off, "local_s": on,
+                         "speedup": off / on if on else float("inf"), "exactly_once": exact})
+    finally:
+        ray.shutdown()
+    return rows
+
+
 def main(argv: List[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--job-keys", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-job", action="store_true")
     ap.add_argument("--json", default="benchmarks/results/local_recovery.json")
     args = ap.parse_args(argv)
     rows = run(args.keys, args.rounds)
+    job_rows = [] if args.skip_job else job_part(args.job_keys, args.rounds)
     print(f"\nRestore of one subtask's RocksDB state ({args.keys:,} keys), median of "
           f"{args.rounds} alternating rounds")
     print("| checkpoint | from checkpoint storage | from the local copy | local vs storage |")
@@ -107,10 +222,20 @@ def main(argv: List[str] | None = None) -> None:
     for r in rows:
         print(f"| {r['checkpoint']} | {r['storage_s'] * 1000:,.0f} ms | "
               f"{r['local_s'] * 1000:,.0f} ms | {r['speedup']:.1f}x faster |")
+    if job_rows:
+        print(f"\nKeyed job on Ray ({args.job_keys:,} keys, p=1): kill -> first new committed "
+              f"output, median of {args.rounds} alternating rounds")
+        print("| checkpoint | local recovery off (storage) | on (local copy) | on vs off | "
+              "exactly once |")
+        print("|---|---|---|---|---|")
+        for r in job_rows:
+            print(f"| {r['checkpoint']} | {r['storage_s'] * 1000:,.0f} ms | "
+                  f"{r['local_s'] * 1000:,.0f} ms | {r['speedup']:.1f}x faster | "
+                  f"{'yes' if r['exactly_once'] else 'NO'} |")
     if args.json:
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+            json.dump({"restore": rows, "job": job_rows}, f, indent=2)
 
 
 if __name__ == "__main__":

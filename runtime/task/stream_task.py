@@ -10,31 +10,20 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 import cloudpickle
-from flowray.operators.base import (
-    BroadcastingOutput,
-    ChainedOutput,
-    OperatorContext,
-    Output,
-    ProcessingTimeService,
-    StateInitializationContext,
-    StreamOperator,
-    UserFunctionError,
-)
+from flowray.operators.base import OperatorContext, ProcessingTimeService, StreamOperator
 from flowray.operators.sources import SourceOperator
-from flowray.runtime.checkpoint.state_assignment import OperatorRestore, TaskRestore
-from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config, file_reader
+from flowray.runtime.checkpoint.state_assignment import TaskRestore
+from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
 from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
 from flowray.runtime.graph.job_graph import TaskPlan
 from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
 from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     MixedInputGate,
-    PartitionNotFoundError,
 )
 from flowray.runtime.network.channel import ChannelReader, InputGate
 from flowray.runtime.network.debloat import INITIAL_BATCH, BufferDebloater
@@ -48,24 +37,25 @@ from flowray.runtime.network.elements import (
     Watermark,
     WatermarkStatus,
 )
-from flowray.runtime.network.partitioners import KeySelectorError, RecordWriter
+from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
     TriggerCheckpoint,
     create_barrier_handler,
 )
-from flowray.runtime.task.environment import (
-    DriverChannel,
-    TaskEnvironment,
-    _WriterOutput,
+from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
+from flowray.runtime.task.operator_chain import wire_operator_chain
+from flowray.runtime.task.state_initializer import (
+    checkpoint_reader,
+    initialize_operator_state,
+    restore_keyed_state,
 )
+from flowray.runtime.task.task_failures import decline_reason, describe_failure
 from flowray.runtime.task.subtask_checkpoints import (
     SubtaskCheckpointCoordinator,
 )
 from flowray.runtime.task.watermark_valve import WatermarkValve
-from flowray.state.checksums import ChecksumRecorder, verifying_reader
-from flowray.state.operator_state import OperatorStateStore, redistribute_operator_state
 from flowray.state.state_backend import create_keyed_backend
 
 from flowray.common.configuration import Configuration
@@ -96,10 +86,6 @@ CONSUMER_DRAIN_TIMEOUT_S = 600.0
 
 class TaskCancelled(Exception):
     pass
-
-
-def _no_storage(path: str) -> bytes:
-    raise FileNotFoundError(f"{path}: no checkpoint storage configured to read it from")
 
 
 class StreamTask:
@@ -257,41 +243,10 @@ class StreamTask:
         return self.metrics()
 
     def _failure(self, e: BaseException) -> TaskFailure:
-        failure = self._describe_failure(e)
+        failure = describe_failure(self.tdd.display_name, e)
         if self._restoring:
             failure.restoring_checkpoint = self.tdd.restore_checkpoint_id
         return failure
-
-    def _describe_failure(self, e: BaseException) -> TaskFailure:
-        task = self.tdd.display_name
-        if isinstance(e, UserFunctionError):
-            return TaskFailure(
-                task, e.operator_name, e.cause_type, e.cause_message, e.traceback_text, True,
-                recoverable=getattr(e, "recoverable", True),
-            )
-        if isinstance(e, KeySelectorError):
-            cause = e.cause
-            return TaskFailure(
-                task,
-                "key_by key selector",
-                type(cause).__name__,
-                str(cause),
-                "".join(traceback.format_exception(type(cause), cause, cause.__traceback__)),
-                True,
-                recoverable=getattr(cause, "recoverable", True) is not False,
-            )
-        return TaskFailure(
-            task,
-            None,
-            type(e).__name__,
-            str(e),
-            "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-            False,
-            failed_channel=(e.channel_id or None)
-            if isinstance(e, PartitionNotFoundError)
-            else None,
-            recoverable=getattr(e, "recoverable", True) is not False,
-        )
 
     def _check_cancel(self) -> None:
         if self._cancelled.is_set():
@@ -360,29 +315,8 @@ class StreamTask:
             )
         self._check_cancel()
 
-        # wire outputs tail-first so every operator's output exists when it is set up
-        order = plan.chain_order()
-        for node_id in reversed(order):
-            outputs: List[Output] = [
-                ChainedOutput(plan.operators[c]) for c in plan.chained.get(node_id, [])
-            ]
-            outputs += [
-                _WriterOutput(self.record_writers[eid], self.clock)
-                for eid in plan.network_outputs.get(node_id, [])
-            ]
-            for eid in plan.network_outputs.get(node_id, []):
-                self.record_writers[eid].producer = plan.operators[node_id].name
-            side: Dict[str, List[Output]] = {}
-            for tag, c in plan.side_chained.get(node_id, []):
-                side.setdefault(tag, []).append(ChainedOutput(plan.operators[c]))
-            for tag, eid in plan.side_network_outputs.get(node_id, []):
-                side.setdefault(tag, []).append(
-                    _WriterOutput(self.record_writers[eid], self.clock))
-                self.record_writers[eid].producer = plan.operators[node_id].name
-            plan.operators[node_id].setup(
-                ctx, _one_output(outputs), {tag: _one_output(o) for tag, o in side.items()})
-        self.operators = [plan.operators[n] for n in order]
-        self.head = plan.operators[plan.head]
+        self.operators, self.head = wire_operator_chain(plan, ctx, self.record_writers,
+                                                        self.clock)
         self._restoring = self.tdd.restore is not None
         self._initialize_state()
         self._restoring = False
@@ -420,31 +354,10 @@ class StreamTask:
         if self.checkpointing or restore is not None:
             storage = checkpoint_storage_from_config(Configuration(tdd.config), tdd.job_id)
         self._storage = storage
-        checksums = ChecksumRecorder()
-        read: Callable[[str], bytes] = storage.read_file if storage is not None else _no_storage
-        if restore is not None:
-            if restore.location is not None:
-                read = file_reader(restore.location)
-            # every file read back is checked against the size and CRC-32 recorded for it
-            read = verifying_reader(read, restore.file_checksums)
-            if restore.claimed:  # later incremental checkpoints may build on these files
-                checksums.learn(restore.file_checksums)
-            handles = restore.keyed_handles()
-            if self.keyed_backend is not None and handles:
-                self.keyed_backend.restore(handles, read, claimed=restore.claimed)
-        stores: Dict[str, OperatorStateStore] = {}
-        for op in self.operators:
-            op_restore = restore.operators.get(op.uid) if restore is not None else None
-            store = (OperatorStateStore.restore(self._restored_operator_state(op_restore, read))
-                     if op_restore is not None else OperatorStateStore())
-            stores[op.uid] = store
-            op.initialize_state(
-                StateInitializationContext(
-                    store,
-                    self.keyed_backend,
-                    restore.checkpoint_id if op_restore is not None else None,
-                )
-            )
+        read, checksums = checkpoint_reader(storage, restore)
+        restore_keyed_state(self.keyed_backend, restore, read)
+        stores = initialize_operator_state(self.operators, restore, self.keyed_backend, read,
+                                           tdd.parallelism, tdd.subtask.index)
         self.requires_final_checkpoint = any(
             op.commits_on_checkpoint_complete for op in self.operators)
         self.checkpointer = SubtaskCheckpointCoordinator(
@@ -458,17 +371,6 @@ class StreamTask:
             Configuration(tdd.config).get(MEMORY_THRESHOLD),
             checksums,
         )
-
-    def _restored_operator_state(self, op_restore: OperatorRestore,
-                                 read: Callable[[str], bytes]) -> Dict[str, Any]:
-        """This subtask's share of one operator's list states: its own after a restore at
-        the same parallelism, an even split after a rescale, and the union state of every
-        old subtask either way (Flink's round-robin redistribution,
-        :func:`redistribute_operator_state`)."""
-        previous = [s.load_operator_state(read) if s is not None else None
-                    for s in op_restore.operator_states]
-        return redistribute_operator_state(previous, self.tdd.parallelism)[
-            self.tdd.subtask.index]
 
     def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
         cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"
@@ -640,7 +542,7 @@ class StreamTask:
                 if not self._input_ended:
                     for rw in self.record_writers.values():
                         rw.broadcast_event(CancelCheckpointMarker(cid))
-                self.checkpointer.decline(cid, _decline_reason(action.reason), action.reason.value)
+                self.checkpointer.decline(cid, decline_reason(action.reason), action.reason.value)
 
     def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
         if self.barrier_handler is None:  # a source task
@@ -741,16 +643,3 @@ class StreamTask:
         if getattr(self, "keyed_backend", None) is not None:
             # a finished subtask is never restored; a failed or cancelled one may be
             self.keyed_backend.dispose(discard_local_state=self.state is TaskState.FINISHED)
-
-
-def _one_output(outputs: List[Output]) -> Output:
-    return outputs[0] if len(outputs) == 1 else BroadcastingOutput(outputs)
-
-
-def _decline_reason(reason: Any) -> str:
-    """The coordinator's failure reason for a barrier handler's abort."""
-    name = getattr(reason, "name", str(reason))
-    return {
-        "SUBSUMED_BY_NEWER_BARRIER": "SUBSUMED",
-        "CANCELLATION_MARKER": "DECLINED_ON_CANCELLATION",
-    }.get(name, "DECLINED")

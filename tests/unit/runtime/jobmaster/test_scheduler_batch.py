@@ -1,7 +1,6 @@
 """The job scheduler in BATCH mode: stages deployed once their blocking partitions are complete, partitions released when their consumer regions finished, lost or truncated partitions rerun their producers."""
 
 import os
-from types import SimpleNamespace
 
 import pytest
 from flowray.operators.sources import NumberSequenceSource
@@ -14,7 +13,7 @@ from flowray.runtime.network.blocking_partition import (
     CorruptPartitionError,
 )
 from flowray.runtime.network.elements import EndOfPartition
-from flowray.runtime.task.stream_task import StreamTask
+from flowray.runtime.task.task_failures import describe_failure
 
 from tests.support.environments import local_env, stream_graph_of
 from tests.support.scheduler import (
@@ -249,8 +248,7 @@ def test_batch_a_truncated_partition_restarts_its_producer_region(tmp_path):
     with pytest.raises(CorruptPartitionError) as err:
         while reader.poll() is not None:
             pass
-    failure = StreamTask._describe_failure(SimpleNamespace(tdd=SimpleNamespace(
-        display_name="sum (1/2)")), err.value)
+    failure = describe_failure("sum (1/2)", err.value)
     assert failure.failed_channel == bad and failure.cause_type == "CorruptPartitionError"
     b.h.result(b.sum[0], TaskState.FAILED, failure)
     assert b.h.deployer.cancels == [[b.sum[1]]]     # rule 3: map0's other consumer
