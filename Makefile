@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/recovery.py
+	$(PY) benchmarks/local_recovery.py
 	$(PY) benchmarks/state_backends.py
 	$(PY) benchmarks/spark_pipeline.py
 	$(PY) benchmarks/windows.py

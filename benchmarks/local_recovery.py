@@ -134,8 +134,9 @@ def run_job(keys: int, incremental: bool, local: bool) -> Dict[str, Any]:
         out = os.path.join(tmp, "out")
         sink = TransactionalTestingSink(out)
         source = TestingSource(items, ledger_dir=os.path.join(tmp, "f"))
-        (env.from_source(source, WatermarkStrategy.no_watermarks(), "users")
-         .key_by(lambda t: t[0]).sum(1).name("running sum").sink_to(sink))
+        (env.from_source(source, WatermarkStrategy.no_watermarks(), "users").uid("users")
+         .key_by(lambda t: t[0]).sum(1).name("running sum").uid("sum")
+         .sink_to(sink).uid("sink"))
         client = env.execute_async("local-recovery")
 
         def completed() -> int:
