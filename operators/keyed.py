@@ -344,8 +344,6 @@ class KeyedReduceOperator(OneInputOperator):
         value_accessor = getattr(backend, "value_accessor", None)
         self._accessor = (value_accessor(self.STATE_NAME)
                           if self._table is None and value_accessor is not None else None)
-        #: key -> database key of the keys seen lately (bounded; the RocksDB path)
-        self._db_keys: Dict[Any, bytes] = {}
         try:
             open_function(self.reduce_fn, self.ctx.runtime_context(self.name))
         except Exception as e:
@@ -399,8 +397,7 @@ class KeyedReduceOperator(OneInputOperator):
         """The RocksDB path: the batch's keys read in one multi-get, the records folded in
         memory (several records of one key fold in turn), the new values written in one
         write batch. A ``None`` result clears the key, as ``ValueState.update(None)``."""
-        acc, key_of, reduce, memo = self._accessor, self._key_of, self._reduce, self._db_keys
-        db_key = acc.db_key
+        acc, key_of, reduce = self._accessor, self._key_of, self._reduce
         try:
             keys = [key_of(r) for r in records]
         except Exception as e:
@@ -408,22 +405,7 @@ class KeyedReduceOperator(OneInputOperator):
         if key_groups is None:
             assign = self._assign
             key_groups = [assign(k) for k in keys]
-        db_keys: List[bytes] = []
-        add_key = db_keys.append
-        for k, kg in zip(keys, key_groups):
-            try:
-                dk = memo.get(k)
-            except TypeError:  # unhashable: db_key says what is wrong with it
-                dk = None
-            if dk is None:
-                dk = db_key(k, kg)  # checks the key group against the range
-                if len(memo) >= _DB_KEY_MEMO:
-                    memo.clear()
-                try:
-                    memo[k] = dk
-                except TypeError:
-                    pass
-            add_key(dk)
+        db_keys = acc.db_keys(keys, key_groups)  # checks the key groups against the range
         unique = list(dict.fromkeys(db_keys))
         current = dict(zip(unique, acc.get_many(unique)))
         out: List[Any] = []
@@ -437,8 +419,11 @@ class KeyedReduceOperator(OneInputOperator):
                 append(r)
         except Exception as e:
             raise self.user_error(e) from e
-        acc.write_many([(k, v) for k, v in current.items() if v is not None],
-                       [k for k, v in current.items() if v is None])
+        if _NONE_TYPE in set(map(type, current.values())):
+            acc.write_many([(k, v) for k, v in current.items() if v is not None],
+                           [k for k, v in current.items() if v is None])
+        else:
+            acc.write_many(list(current.items()))
         if not self.ctx.batch_execution:
             self.output.emit(out, timestamps)
 
@@ -514,5 +499,4 @@ class KeyedReduceOperator(OneInputOperator):
 
 
 _MISSING = object()
-#: keys whose database key KeyedReduceOperator remembers across batches (the RocksDB path)
-_DB_KEY_MEMO = 1 << 16
+_NONE_TYPE = type(None)

@@ -4,8 +4,8 @@ Layout (docs/design.md, "Key groups and state"): one column family per state nam
 RocksDB key is the key group as 2 big-endian bytes followed by the key's stable byte
 encoding (:func:`encode_key`), so the keys of one key group -- and of any key-group range --
 are a contiguous key range (iteration by key group and rescaling are range scans). Values
-are stored by :mod:`flowray.state.value_codec` (msgpack for plain scalars, else a pickle,
-cloudpickle fallback): a value state holds its value, a list state one list, a map state
+are stored by :mod:`flowray.state.value_codec` (msgpack for plain scalars and flat tuples of
+them, else a pickle, cloudpickle fallback): a value state holds its value, a list state one list, a map state
 one dict per key (each ``put`` rewrites the key's whole map), a reducing state the reduced
 value, an aggregating state the accumulator. Reads return copies: mutating an object
 obtained from a state does not change the state (unlike the heap backend; write it back

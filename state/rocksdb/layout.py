@@ -23,7 +23,7 @@ from flowray.state.key_types import (
     identity_form,
     temporal_bytes,
 )
-from rocksdict import Options
+from rocksdict import BlockBasedOptions, Options
 
 __all__ = ["encode_key", "decode_key"]
 
@@ -183,6 +183,14 @@ def _kg_prefix(key_group: int) -> bytes:
 
 
 def _raw_options() -> Options:
+    """The options of the database and of every column family: raw bytes, and a bloom
+    filter of 10 bits per key in every SST file (a point read skips the files without the
+    key: +25% keyed-sum throughput at 1,000,000 keys with a checkpoint every 200,000
+    records; compression off, a 64 MB block cache, a memtable bloom filter: no gain
+    beyond noise; docs/state.md, "RocksDB batching")."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    opts.set_block_based_table_factory(table)
     return opts

@@ -1,5 +1,6 @@
 """flowray.state.value_codec: stored state values round-trip with their exact type; msgpack
-for plain scalars, pickle for the rest; plain pickles of earlier releases stay readable."""
+for plain scalars and flat tuples of them, pickle for the rest; plain pickles of earlier
+releases stay readable."""
 
 import collections
 import datetime
@@ -13,7 +14,7 @@ import pytest
 
 from flowray.common.types import Row
 from flowray.state.full_snapshot import dumps_state
-from flowray.state.value_codec import decode_value, encode_value
+from flowray.state.value_codec import decode_value, encode_value, is_plain_value
 
 
 class Color(enum.IntEnum):
@@ -26,14 +27,19 @@ MSGPACKED = [0, 1, -1, 127, 128, -33, 2 ** 31, 2 ** 63 - 1, -2 ** 63, 2 ** 64 - 
              0.0, 1.5, -2.25, 1e308, float("inf"), float("-inf"), "", "a", "é€𝄞", "x" * 70000,
              b"", b"\x80\x00", b"y" * 70000, True, False, None]
 
-PICKLED = [2 ** 64, -2 ** 63 - 1, 10 ** 40, "lone \ud800 surrogate", ("k", 3), (), ((1,), [2]),
+MSGPACKED_TUPLES = [("k", 3), (), (None,), (True, 1, 1.0, "s", b"b", False), ("é", -2 ** 63),
+                    (2 ** 64 - 1, float("inf"), ""), ("x" * 70000, b"y" * 70000)]
+
+PICKLED = [2 ** 64, -2 ** 63 - 1, 10 ** 40, "lone \ud800 surrogate", ((1,), [2]), ((1, 2),),
+           ("k", [1]), ("k", 2 ** 64), ("lone \ud800", 1), (Color.RED, 1), ("k", bytearray(b"a")),
+           Point("k", 3), (1, {2: 3}),
            [1, 2.5, None], [(1, 2)], {"a": 1}, {}, {(1, "x"): [b"z"]}, bytearray(b"ab"),
            Color.RED, Point(1, 2), Row(1, "a"), {1, 2}, frozenset({3}),
            datetime.datetime(2024, 5, 1, 12, 30), decimal.Decimal("1.10"), 3 + 4j,
            collections.OrderedDict(a=1), collections.Counter("aab")]
 
 
-@pytest.mark.parametrize("value", MSGPACKED + PICKLED, ids=repr)
+@pytest.mark.parametrize("value", MSGPACKED + MSGPACKED_TUPLES + PICKLED, ids=repr)
 def test_values_round_trip_with_their_exact_type(value):
     back = decode_value(encode_value(value))
     assert type(back) is type(value)
@@ -42,7 +48,7 @@ def test_values_round_trip_with_their_exact_type(value):
         assert [type(x) for x in back] == [type(x) for x in value]
 
 
-@pytest.mark.parametrize("value", MSGPACKED, ids=repr)
+@pytest.mark.parametrize("value", MSGPACKED + MSGPACKED_TUPLES, ids=repr)
 def test_plain_scalars_are_msgpack_and_never_start_with_the_pickle_byte(value):
     data = encode_value(value)
     assert data[0] != 0x80
@@ -52,6 +58,24 @@ def test_plain_scalars_are_msgpack_and_never_start_with_the_pickle_byte(value):
 @pytest.mark.parametrize("value", PICKLED, ids=repr)
 def test_everything_else_is_a_pickle(value):
     assert encode_value(value)[0] == 0x80
+
+
+@pytest.mark.parametrize("value", MSGPACKED + MSGPACKED_TUPLES, ids=repr)
+def test_plain_values_are_the_msgpack_ones(value):
+    assert is_plain_value(value)
+
+
+@pytest.mark.parametrize("value", PICKLED, ids=repr)
+def test_pickled_values_are_not_plain_unless_msgpack_refused_them(value):
+    refused = [2 ** 64, -2 ** 63 - 1, 10 ** 40, "lone \ud800 surrogate", ("k", 2 ** 64),
+               ("lone \ud800", 1)]
+    assert is_plain_value(value) == (value in refused)
+
+
+def test_a_tuple_is_read_back_as_a_tuple_of_the_same_items():
+    back = decode_value(encode_value((1, True, None, 2.0, b"x")))
+    assert type(back) is tuple and [type(x) for x in back] == [int, bool, type(None), float, bytes]
+    assert encode_value(("k", 3))[0] == 0x92  # a msgpack fixarray of two
 
 
 def test_float_specials_keep_their_bits():
