@@ -48,14 +48,18 @@ def _state(env: StreamExecutionEnvironment) -> SparkProgramState:
 
 def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
                source_name: Optional[str] = None, columnar: bool = False,
-               batch_rows: int = 65536) -> DataStream:
+               batch_rows: int = 65536, snapshot: bool = False) -> DataStream:
     """A bounded, replayable stream of a Spark DataFrame's (or table's) rows, as named
     :class:`~flowray.common.types.Row` s. RayDP converts it into Ray blocks now, on the
-    driver; block ``b`` goes to source subtask ``b % parallelism`` and a restored subtask
-    resumes at the exact row. A table name starts Spark if none is running
+    driver (a table stored as unpartitioned Parquet files on a local path is read in place
+    instead, see below); block ``b`` goes to source subtask ``b % parallelism`` and a
+    restored subtask resumes at the exact row. A table name starts Spark if none is running
     (``flowray.spark.*`` and ``spark.*`` keys of this environment's configuration).
     ``columnar=True``: a :class:`~flowray.datastream.columnar.ColumnarDataStream` whose
-    elements are the blocks' Arrow record batches (up to ``batch_rows`` rows), no rows."""
+    elements are the blocks' Arrow record batches (up to ``batch_rows`` rows), no rows.
+    In-place reading: the tasks read the table's files, one block per row group, with no
+    conversion; ``snapshot=True`` converts such a table too, so that the job can still
+    replay it if the table is overwritten while the job runs."""
     spark = (get_or_create_spark(self.get_configuration())
              if isinstance(dataframe_or_table, str)
              else getattr(dataframe_or_table, "sparkSession", None))
@@ -74,7 +78,7 @@ def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
         return ColumnarDataStream(self, stream._t) if columnar else stream
     from flowray.spark.source import spark_source  # imports Ray
     source = spark_source(spark, dataframe_or_table, source_name, columnar=columnar,
-                          batch_rows=batch_rows)
+                          batch_rows=batch_rows, snapshot=snapshot)
     stream = self.from_source(source, source_name=source.default_name)
     return ColumnarDataStream(self, stream._t) if columnar else stream
 

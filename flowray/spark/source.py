@@ -18,6 +18,7 @@ from ray.exceptions import RayError
 
 from flowray.spark.session import SparkTableNotFoundError
 from flowray.spark.block_source import ArrowBlockSource, BlockStore
+from flowray.spark.parquet_table import parquet_table_store
 
 from flowray.runtime.execution.cluster import NAMESPACE
 
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 
 # the driver's handles of the block holders: an actor lives while a handle does
 _HOLDERS: Dict[str, Any] = {}
+# the DataFrame each holder's blocks came from: RayDP keeps an Arrow copy of it cached in
+# Spark (to refetch lost blocks) until it is released with the blocks
+_DATAFRAMES: Dict[str, Any] = {}
 
 
 @ray.remote(num_cpus=0)
@@ -89,12 +93,26 @@ class RayBlockStore(BlockStore):
             return pq.read_table(durable_block_path(self.durable_dir, block))
 
     def release(self) -> None:
+        """Free the blocks and (on the driver that converted them) Spark's cached copy."""
         _HOLDERS.pop(self.holder_name, None)
         try:
             ray.kill(ray.get_actor(self.holder_name, namespace=NAMESPACE), no_restart=True)
         except ValueError:
             pass
         self._holder = None
+        df = _DATAFRAMES.pop(self.holder_name, None)
+        if df is not None:
+            _release_spark_copy(df)
+
+
+def _release_spark_copy(df: Any) -> None:
+    """Unpersist the Arrow copy RayDP cached in Spark's executors for ``df``'s conversion
+    (kept until Spark stops otherwise: executors run out of heap after a few)."""
+    try:
+        from raydp.spark.dataset import release_spark_recoverable
+        release_spark_recoverable(df)
+    except Exception as e:  # noqa: BLE001 - Spark stopped: the copy went with it
+        log.debug("flowray: Spark's cached copy not released: %s", e)
 
 
 def _resolve(spark: Any, df_or_table: Any) -> Any:
@@ -135,6 +153,7 @@ def dataframe_blocks(spark: Any, df_or_table: Any,
     holder = _BlockHolder.options(name=name, namespace=NAMESPACE).remote([refs])
     ray.get(holder.size.remote())
     _HOLDERS[name] = holder
+    _DATAFRAMES[name] = df
     if durable_dir is not None:
         import pyarrow.parquet as pq
         os.makedirs(durable_dir, exist_ok=True)
@@ -153,10 +172,19 @@ def release_all_blocks() -> int:
 
 
 def spark_source(spark: Any, df_or_table: Any, name: Optional[str] = None,
-                 columnar: bool = False, batch_rows: int = 65536) -> ArrowBlockSource:
+                 columnar: bool = False, batch_rows: int = 65536,
+                 snapshot: bool = False) -> ArrowBlockSource:
     """A bounded, replayable source of the DataFrame's (or table's) rows (``columnar``:
-    of its Arrow record batches, up to ``batch_rows`` rows each)."""
+    of its Arrow record batches, up to ``batch_rows`` rows each). A table Spark stores as
+    unpartitioned Parquet files on a local path is read in place
+    (:mod:`~flowray.spark.parquet_table`) unless ``snapshot``; everything else is
+    converted by RayDP into the object store."""
     label = name or (f"Spark table {df_or_table}" if isinstance(df_or_table, str)
                      else "Spark DataFrame")
-    return ArrowBlockSource(dataframe_blocks(spark, df_or_table), label, columnar=columnar,
-                            batch_rows=batch_rows)
+    store: Optional[BlockStore] = None
+    if isinstance(df_or_table, str) and not snapshot:
+        _resolve(spark, df_or_table)  # a missing table: the same error as converting
+        store = parquet_table_store(spark, df_or_table)
+    if store is None:
+        store = dataframe_blocks(spark, df_or_table)
+    return ArrowBlockSource(store, label, columnar=columnar, batch_rows=batch_rows)

@@ -67,3 +67,41 @@ def test_a_running_session_is_reused_and_an_adopted_one_is_never_stopped(spark):
     assert not adopting.owns_session
     adopting.stop()
     assert spark.range(3).count() == 3  # still running
+
+
+def test_a_parquet_table_is_read_in_place_and_equals_spark_sql(spark, tmp_path):
+    from flowray.spark.parquet_table import ParquetTableBlockStore
+    from flowray.spark.source import RayBlockStore, spark_source
+
+    _clicks(spark).repartition(3).write.mode("overwrite").saveAsTable("clicks_in_place")
+    assert isinstance(spark_source(spark, "clicks_in_place").store, ParquetTableBlockStore)
+    snapshot = spark_source(spark, "clicks_in_place", snapshot=True).store
+    assert isinstance(snapshot, RayBlockStore)  # copied by RayDP, as a DataFrame is
+    snapshot.release()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_spark("clicks_in_place", columnar=True)
+        .key_by("user").sum("amount")
+        .to_rows()
+        .map(lambda r: (r.user, r.amount))
+        .sink_to(sink))
+    env.execute("spark-table-in-place")
+    final = {}
+    for user, total in sink.committed():
+        final[user] = max(final.get(user, 0), total)
+    expected = {r.user: r.total for r in spark.sql(
+        "select user, sum(amount) as total from clicks_in_place group by user").collect()}
+    assert final == expected
+
+
+def test_a_table_overwritten_before_the_job_read_it_fails_the_job_saying_so(spark, tmp_path):
+    from flowray.runtime.execution.client import JobExecutionError
+
+    _clicks(spark, n=1_000).write.mode("overwrite").saveAsTable("clicks_overwritten")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    stream = env.from_spark("clicks_overwritten")  # lists the table's files now
+    _clicks(spark, n=10).write.mode("overwrite").saveAsTable("clicks_overwritten")
+    stream.sink_to(TransactionalTestingSink(str(tmp_path / "out")))
+    with pytest.raises(JobExecutionError, match="clicks_overwritten' is gone.*snapshot=True"):
+        env.execute("spark-table-overwritten")
