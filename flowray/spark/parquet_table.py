@@ -32,8 +32,8 @@ from urllib.parse import unquote
 
 from flowray.spark.block_source import BlockStore
 
-__all__ = ["ParquetTableBlockStore", "TableFileGoneError", "file_blocks", "local_path",
-           "parquet_table_store"]
+__all__ = ["ParquetTableBlockStore", "TableFileGoneError", "file_blocks", "local_files",
+           "local_path", "parquet_table_store", "readable_in_place"]
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,34 @@ def _table_details(spark: Any, table: str) -> dict:
     return info
 
 
+def readable_in_place(provider: Optional[str], location: Optional[str]) -> bool:
+    """Whether a table Spark describes with ``provider`` and ``location`` may be read from
+    its files: Parquet on the local file system (partitioning is checked apart).
+
+    >>> readable_in_place("parquet", "file:/w/t"), readable_in_place("delta", "file:/w/t")
+    (True, False)
+    >>> readable_in_place("PARQUET", "s3a://b/t"), readable_in_place("parquet", None)
+    (False, False)
+    """
+    if (provider or "").lower() != "parquet" or not location:
+        return False
+    return local_path(location) is not None
+
+
+def local_files(uris: Sequence[str]) -> Optional[List[str]]:
+    """The local paths of a table's files, sorted; ``None`` if any is elsewhere.
+
+    >>> local_files(["file:/w/t/b.parquet", "/w/t/a.parquet"])
+    ['/w/t/a.parquet', '/w/t/b.parquet']
+    >>> local_files(["file:/w/t/a.parquet", "hdfs://n/t/b.parquet"]) is None
+    True
+    """
+    paths = [local_path(u) for u in uris]
+    if any(p is None for p in paths):
+        return None
+    return sorted(p for p in paths if p is not None)
+
+
 def parquet_table_store(spark: Any, table: str) -> Optional[ParquetTableBlockStore]:
     """A store reading ``table``'s Parquet files in place, or ``None`` when the table is
     not an unpartitioned Parquet table on a local path (see the module doc)."""
@@ -123,18 +151,16 @@ def parquet_table_store(spark: Any, table: str) -> Optional[ParquetTableBlockSto
         from pyspark.sql.pandas.types import to_arrow_schema
 
         info = _table_details(spark, table)
-        if (info.get("Provider") or "").lower() != "parquet" or not info.get("Location"):
-            return None
-        if local_path(info["Location"]) is None:
+        if not readable_in_place(info.get("Provider"), info.get("Location")):
             return None
         if any(c.isPartition for c in spark.catalog.listColumns(table)):
             return None
         df = spark.table(table)
         schema = to_arrow_schema(df.schema)
-        files = [local_path(f) for f in df.inputFiles()]
-        if any(f is None for f in files):
+        files = local_files(df.inputFiles())
+        if files is None:
             return None
-        blocks = file_blocks(sorted(files), schema.names)  # type: ignore[arg-type]
+        blocks = file_blocks(files, schema.names)
     except Exception as e:  # noqa: BLE001 - an unusual table: RayDP reads it as Spark does
         log.debug("flowray: Spark table %r not read in place: %s", table, e)
         return None

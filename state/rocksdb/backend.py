@@ -456,13 +456,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _replace_database(self, fill: Callable[[str], None], kinds: Dict[str, str]) -> None:
         """Replace the (empty) database by the files ``fill(folder)`` puts in its folder
         (nothing: a new empty database) holding the states ``kinds``, and open it."""
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
-        for cf in self._cfs.values():
+        for cf in self._cfs.values():  # column families before their database
             cf.close()
         self._cfs.clear()
         self._kinds.clear()
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
         shutil.rmtree(self._db_path, ignore_errors=True)
         os.makedirs(self._db_path, exist_ok=True)
         fill(self._db_path)
