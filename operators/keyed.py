@@ -405,25 +405,19 @@ class KeyedReduceOperator(OneInputOperator):
         if key_groups is None:
             assign = self._assign
             key_groups = [assign(k) for k in keys]
-        db_keys = acc.db_keys(keys, key_groups)  # checks the key groups against the range
-        unique = list(dict.fromkeys(db_keys))
-        current = dict(zip(unique, acc.get_many(unique)))
+        keys, current = acc.load(keys, key_groups)  # checks the key groups against the range
         out: List[Any] = []
         append = out.append
         try:
-            for r, dk in zip(records, db_keys):
-                cur = current[dk]
+            for r, k in zip(records, keys):
+                cur = current[k]
                 if cur is not None:
                     r = reduce(cur, r)
-                current[dk] = r
+                current[k] = r
                 append(r)
         except Exception as e:
             raise self.user_error(e) from e
-        if _NONE_TYPE in set(map(type, current.values())):
-            acc.write_many([(k, v) for k, v in current.items() if v is not None],
-                           [k for k, v in current.items() if v is None])
-        else:
-            acc.write_many(list(current.items()))
+        acc.store(current)
         if not self.ctx.batch_execution:
             self.output.emit(out, timestamps)
 
@@ -499,4 +493,3 @@ class KeyedReduceOperator(OneInputOperator):
 
 
 _MISSING = object()
-_NONE_TYPE = type(None)

@@ -1,27 +1,31 @@
 """:class:`RocksDBValueAccessor`: one value state read and written by explicit
 ``(key, key_group)`` without setting a current key, one input batch at a time, with a
-bounded write-behind cache in front of RocksDB (what ``KeyedReduceOperator`` and the keyed
-aggregations use; docs/state.md, "RocksDB batching").
+bounded write-behind cache in front of RocksDB keyed by the user's keys, as the heap
+backend's maps are (what ``KeyedReduceOperator`` and the keyed aggregations use;
+docs/state.md, "RocksDB batching").
 
 >>> import tempfile
 >>> from flowray.state.key_groups import KeyGroupRange
 >>> from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 >>> backend = RocksDBKeyedStateBackend(KeyGroupRange(0, 127), 128, tempfile.mkdtemp())
 >>> acc = backend.value_accessor("sums")
->>> keys = [acc.db_key(k, backend.assign_key_group(k)) for k in ("a", "b")]
->>> acc.get_many(keys)
-[None, None]
->>> acc.write_many([(keys[0], ("a", 3))]); acc.get_many(keys)
-[('a', 3), None]
+>>> keys = ["a", "b", "a"]
+>>> kgs = [backend.assign_key_group(k) for k in keys]
+>>> acc.load(keys, kgs)
+(['a', 'b', 'a'], {'a': None, 'b': None})
+>>> acc.store({"a": ("a", 3), "b": None}); acc.load(keys, kgs)[1]
+{'a': ('a', 3), 'b': None}
 >>> acc.pending_writes, backend.get_keys("sums") and acc.pending_writes
-(1, 0)
+(2, 0)
 >>> backend.dispose()
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
+from itertools import chain, repeat
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.layout import _CF_PREFIX, encode_key
 from flowray.state.value_codec import _MSGPACK_TYPES, decode_value, encode_value
@@ -30,15 +34,17 @@ from rocksdict import Rdict, WriteBatch
 if TYPE_CHECKING:
     from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 
-__all__ = ["RocksDBValueAccessor", "DEFAULT_CACHE_ENTRIES", "DEFAULT_KEY_MEMO_ENTRIES"]
+__all__ = ["RocksDBValueAccessor", "DEFAULT_CACHE_ENTRIES"]
 
-#: entries (database keys) an accessor keeps in its cache by default
+#: keys an accessor keeps in its cache by default
 DEFAULT_CACHE_ENTRIES = 1 << 16
-#: user keys whose database key an accessor remembers (:meth:`RocksDBValueAccessor.db_keys`)
-DEFAULT_KEY_MEMO_ENTRIES = 1 << 16
 
 _SCALARS = _MSGPACK_TYPES
 _is_scalars = _SCALARS.issuperset
+#: value types :meth:`RocksDBValueAccessor.store` keeps as they are (``None`` clears)
+_KEPT_SCALARS = _SCALARS - {type(None)}
+_KEPT_OR_TUPLE = _KEPT_SCALARS | {tuple}
+_TUPLE_ONLY = {tuple}
 _STR_ONLY = {str}
 _T_STR = 0x12  # layout's tag of a str key
 _LENGTH_BYTE = [bytes((n,)) for n in range(0x80)]
@@ -51,6 +57,15 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+
+
+class _Missing:
+    """:meth:`RocksDBValueAccessor.load`'s mark of a key not in the cache."""
+
+    __slots__ = ()
+
+
+_MISSING = _Missing()
 
 
 class _Stored:
@@ -77,6 +92,13 @@ def _stored(entry: Any) -> Optional[bytes]:
     return encode_value(entry)
 
 
+def _read(entry: Any, default: Any) -> Any:
+    """What a read of a cache entry returns (a fresh copy of a mutable value)."""
+    if entry is _ABSENT:
+        return default
+    return decode_value(entry.data) if type(entry) is _Stored else entry
+
+
 class RocksDBValueAccessor:
     """Value state ``name`` by explicit ``(key, key_group)``: the backend-neutral form of
     the heap fast path ``table.maps[kg - start][key]``.
@@ -84,32 +106,31 @@ class RocksDBValueAccessor:
     Per record: :meth:`get`/:meth:`put`/:meth:`remove` read and write RocksDB at once
     (``put(key, kg, None)`` stores ``None``; it does not clear).
 
-    Per batch: :meth:`db_keys` gives the database keys of a batch's keys (remembering
-    those of up to ``key_memo_entries`` keys); :meth:`get_many` reads many (one multi-get
-    for those not cached); :meth:`write_many` stores and deletes many. A cache of up to
-    ``cache_entries`` database keys holds their values -- immutable ones (plain scalars and
-    flat tuples of them) as they are, others as their stored bytes (reads of those return
-    fresh copies, as every RocksDB read) -- or that they have none; writes of
-    :meth:`write_many` to cached keys stay in the cache and reach RocksDB, encoded, in one
-    write batch on :meth:`flush`. A full cache takes no new keys: they are read and
-    written at once (so a cycle over more keys than fit still hits the cached ones). The
-    backend flushes every accessor before a snapshot (and then empties a full cache, so
-    the cached keys follow the keys in use) and before ``get_keys``/``iter_key_group``; a value
-    state of the same name read per record (``get_partitioned_state``) sees these writes
-    only after a flush, and writes to it must be followed by :meth:`invalidate`.
-    ``cache_entries=0``: no cache, :meth:`write_many` writes through."""
+    Per batch: :meth:`load` reads the values of a batch's distinct keys (one multi-get
+    for those not cached) into a dict; the caller folds the batch into that dict and hands
+    it to :meth:`store` (``None``: clear the key, as ``ValueState.update(None)``). A cache
+    of up to ``cache_entries`` keys, keyed by the user's keys (:func:`canonical_key` of
+    each, as the heap backend keeps them), holds their values -- immutable ones (plain
+    scalars and flat tuples of them) as they are, others as their stored bytes (reads of
+    those return fresh copies, as every RocksDB read) -- or that they have none, with
+    their database keys (encoded once, when first read). :meth:`store` leaves its writes
+    in the cache; they reach RocksDB, encoded, in one write batch on :meth:`flush`. A
+    full cache takes no new keys: they are read at once and :meth:`store` writes them at
+    once (so a cycle over more keys than fit still hits the cached ones). The backend
+    flushes every accessor before a snapshot (and then empties a full cache, so the cached
+    keys follow the keys in use) and before ``get_keys``/``iter_key_group``; a value state
+    of the same name read per record (``get_partitioned_state``) sees these writes only
+    after a flush, and writes to it must be followed by :meth:`invalidate`.
+    ``cache_entries=0``: no cache, every batch read and written at once."""
 
     __slots__ = ("_backend", "_cf", "_name", "_start", "_end", "_prefixes", "_str_heads",
-                 "_handle", "_handle_db", "cache_entries", "_cache", "_dirty",
-                 "key_memo_entries", "_memo")
+                 "_handle", "_handle_db", "cache_entries", "_cache", "_db_keys", "_dirty",
+                 "_uncached", "_loaded")
 
     def __init__(self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str,
-                 cache_entries: int = DEFAULT_CACHE_ENTRIES,
-                 key_memo_entries: int = DEFAULT_KEY_MEMO_ENTRIES) -> None:
+                 cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
         if cache_entries < 0:
             raise ValueError(f"cache_entries must be >= 0, got {cache_entries}")
-        if key_memo_entries < 0:
-            raise ValueError(f"key_memo_entries must be >= 0, got {key_memo_entries}")
         self._backend = backend
         self._cf = cf
         self._name = name
@@ -121,155 +142,138 @@ class RocksDBValueAccessor:
         self._handle: Any = None
         self._handle_db: Any = None
         self.cache_entries = cache_entries
-        #: database key -> value (immutable), _Stored (mutable) or _ABSENT (known to have none)
-        self._cache: Dict[bytes, Any] = {}
-        #: cached keys written (or deleted) since the last flush
-        self._dirty: Set[bytes] = set()
-        self.key_memo_entries = key_memo_entries
-        #: user key -> database key, for the keys seen lately
-        self._memo: Dict[Any, bytes] = {}
+        #: key -> value (immutable), _Stored (mutable) or _ABSENT (known to have none)
+        self._cache: Dict[Any, Any] = {}
+        #: key -> database key, for every key of the cache
+        self._db_keys: Dict[Any, bytes] = {}
+        #: cached keys written (or cleared) since the last flush
+        self._dirty: Set[Any] = set()
+        #: keys of the last load that did not fit in the cache -> their database keys
+        self._uncached: Dict[Any, bytes] = {}
+        #: the dict the last load returned
+        self._loaded: Optional[Dict[Any, Any]] = None
 
     # -- per record --------------------------------------------------------------------
     def db_key(self, key: Any, key_group: int) -> bytes:
         """The database key of ``key`` in ``key_group`` (checked against the range)."""
+        self._check_range(key, key_group)
+        return self._prefixes[key_group - self._start] + encode_key(key)
+
+    def _check_range(self, key: Any, key_group: int) -> None:
         if not self._start <= key_group <= self._end:
             raise StateAccessError(
                 f"state {self._name!r}: key {key!r} belongs to key group {key_group}, outside "
                 f"this subtask's range [{self._start}, {self._end}]; is the key selector "
                 "deterministic?"
             )
-        return self._prefixes[key_group - self._start] + encode_key(key)
 
     def get(self, key: Any, key_group: int, default: Any = None) -> Any:
-        k = self.db_key(key, key_group)
-        if k in self._cache:
-            entry = self._cache[k]
-            if entry is _ABSENT:
-                return default
-            return decode_value(entry.data) if type(entry) is _Stored else entry
-        raw = self._cf.get(k)
+        dk = self.db_key(key, key_group)
+        entry = self._cache.get(canonical_key(key), _MISSING)
+        if entry is not _MISSING:
+            return _read(entry, default)
+        raw = self._cf.get(dk)
         return default if raw is None else decode_value(raw)
 
     def put(self, key: Any, key_group: int, value: Any) -> None:
-        k = self.db_key(key, key_group)
-        data = encode_value(value)
-        self._cf.put(k, data)
-        if k in self._cache:
-            self._cache[k] = _cached(value)
-            self._dirty.discard(k)
+        self._cf.put(self.db_key(key, key_group), encode_value(value))
+        self._replace_cached(canonical_key(key), value, _cached)
 
     def remove(self, key: Any, key_group: int) -> None:
-        k = self.db_key(key, key_group)
-        self._cf.delete(k)
-        if k in self._cache:
-            self._cache[k] = _ABSENT
-            self._dirty.discard(k)
+        self._cf.delete(self.db_key(key, key_group))
+        self._replace_cached(canonical_key(key), _ABSENT, lambda entry: entry)
+
+    def _replace_cached(self, key: Any, value: Any, entry_of: Any) -> None:
+        """After a write through: the cache of ``key`` (if cached) holds what RocksDB does."""
+        if key in self._cache:
+            self._cache[key] = entry_of(value)
+            self._dirty.discard(key)
 
     # -- per batch ---------------------------------------------------------------------
-    def db_keys(self, keys: List[Any], key_groups: List[int]) -> List[bytes]:
-        """The database keys of ``keys`` in their ``key_groups`` (as :meth:`db_key`, every
-        key group checked against the range before any key is encoded)."""
+    def load(self, keys: List[Any], key_groups: List[int]
+             ) -> Tuple[List[Any], Dict[Any, Any]]:
+        """``(keys as kept, values)``: ``keys`` each as :func:`canonical_key` gives it (the
+        list itself when every key is of a plain type) and a dict of each distinct key to
+        its value, ``None`` when it has none. Every key group is checked against the range
+        before anything is read; a key of a type that is not a key type raises
+        :class:`~flowray.state.key_types.UnsupportedKeyError`. Hand the dict, its values
+        replaced or updated, to :meth:`store`."""
+        self._uncached = {}
+        self._loaded = None
         if not keys:
-            return []
+            self._loaded = {}
+            return keys, self._loaded
         if min(key_groups) < self._start or max(key_groups) > self._end:
             for k, kg in zip(keys, key_groups):
-                self.db_key(k, kg)  # raises for the first outside the range
-        memo = self._memo
-        try:
-            got = [memo.get(k) for k in keys]
-        except TypeError:  # an unhashable key: db_key says what is wrong with it
-            return [self.db_key(k, kg) for k, kg in zip(keys, key_groups)]
-        if None not in got:
-            return got
-        out: Optional[List[bytes]] = None
+                self._check_range(k, kg)  # raises for the first outside the range
+        if not PLAIN_KEY_TYPES.issuperset(map(type, keys)):
+            keys = [canonical_key(k) for k in keys]
+        values = dict.fromkeys(keys)
+        entries = list(map(self._cache.get, values, repeat(_MISSING)))
+        kinds = set(map(type, entries))
+        if _Missing in kinds:
+            entries = self._fetch(list(values), entries, keys, key_groups)
+            kinds = set(map(type, entries))
+        if _Stored in kinds or _Absent in kinds:
+            entries = [_read(e, None) for e in entries]
+        values = self._loaded = dict(zip(values, entries))
+        return keys, values
+
+    def _fetch(self, distinct: List[Any], entries: List[Any], keys: List[Any],
+               key_groups: List[int]) -> List[Any]:
+        """``entries`` with those of the keys not cached read from RocksDB (one multi-get;
+        as many as fit cached, the rest remembered as not cached)."""
+        missing = [k for k, e in zip(distinct, entries) if e is _MISSING]
+        group_of = dict(zip(keys, key_groups))
+        db_keys = self._encode(missing, [group_of[k] for k in missing])
+        fetched = self._cf.get(db_keys)
+        read = [_ABSENT if raw is None else decode_value(raw) for raw in fetched]
+        room = max(0, self.cache_entries - len(self._cache))
+        if room:
+            cache, known = self._cache, self._db_keys
+            for k, dk, raw, value in zip(missing[:room], db_keys[:room], fetched[:room],
+                                         read[:room]):
+                cache[k] = (_ABSENT if raw is None else
+                            value if _is_immutable(value) else _Stored(raw))
+                known[k] = dk
+        if len(missing) > room:
+            self._uncached.update(zip(missing[room:], db_keys[room:]))
+        it = iter(read)
+        return [next(it) if e is _MISSING else e for e in entries]
+
+    def _encode(self, keys: List[Any], key_groups: List[int]) -> List[bytes]:
+        """The database keys of ``keys`` (canonical, their key groups in the range)."""
         if set(map(type, keys)) == _STR_ONLY:
             data = [k.encode("utf-8", "surrogatepass") for k in keys]
             if max(map(len, data)) < 0x80:  # the one-byte length of layout.encode_key
                 heads, start, length = self._str_heads, self._start, _LENGTH_BYTE
-                out = [heads[kg - start] + length[len(d)] + d for kg, d in zip(key_groups, data)]
-        if out is None:
-            out = [g if g is not None else self.db_key(k, kg)
-                   for g, k, kg in zip(got, keys, key_groups)]
-        if self.key_memo_entries:
-            if len(memo) + len(keys) > self.key_memo_entries:
-                memo.clear()
-            if len(keys) <= self.key_memo_entries:
-                memo.update(zip(keys, out))
-        return out
+                return [heads[kg - start] + length[len(d)] + d for kg, d in zip(key_groups, data)]
+        prefixes, start = self._prefixes, self._start
+        return [prefixes[kg - start] + encode_key(k) for k, kg in zip(keys, key_groups)]
 
-    def get_many(self, db_keys: List[bytes], default: Any = None) -> List[Any]:
-        """The values of ``db_keys`` (from :meth:`db_key`; no duplicates) in order,
-        ``default`` for a key with none; one multi-get for the keys not cached. Keys read
-        while the cache is full are not cached."""
-        if not db_keys:
-            return []
-        decode, absent, stored = decode_value, _ABSENT, _Stored
-        if not self.cache_entries:
-            return [default if raw is None else decode(raw) for raw in self._cf.get(db_keys)]
-        cache = self._cache
-        missing = [k for k in db_keys if k not in cache]
-        if not missing:
-            return [default if e is absent else decode(e.data) if type(e) is stored else e
-                    for e in map(cache.__getitem__, db_keys)]
-        fetched = self._cf.get(missing)
-        values = [default if raw is None else decode(raw) for raw in fetched]
-        room = self.cache_entries - len(cache)
-        if room > 0:
-            for k, raw, v in zip(missing[:room], fetched[:room], values[:room]):
-                cache[k] = absent if raw is None else v if _is_immutable(v) else stored(raw)
-        if len(missing) == len(db_keys):
-            return values
-        read = dict(zip(missing, values))
-        out = []
-        append = out.append
-        for k in db_keys:
-            if k in read:
-                append(read[k])
-            else:
-                e = cache[k]
-                append(default if e is absent else decode(e.data) if type(e) is stored else e)
-        return out
-
-    def write_many(self, puts: Iterable[Tuple[bytes, Any]],
-                   deletes: Iterable[bytes] = ()) -> None:
-        """Store each ``(db_key, value)`` of ``puts`` and delete ``deletes``: into the
-        cache for cached keys (RocksDB on :meth:`flush`), the others in one write batch
-        now."""
-        puts = puts if isinstance(puts, list) else list(puts)
-        deletes = deletes if isinstance(deletes, list) else list(deletes)
-        if not self.cache_entries:
-            self._write(puts, deletes)
-            return
-        cache, dirty = self._cache, self._dirty
-        room = self.cache_entries - len(cache)
-        if room >= len(puts) + len(deletes):  # all fit: cached or new
-            into, through = puts, []
-        else:
-            new = [p for p in puts if p[0] not in cache]
-            if not new:
-                into, through = puts, []
-            elif room <= 0 and len(new) == len(puts):  # a full cache, no key of it
-                into, through = [], puts
-            else:
-                take = max(room, 0)
-                into = [p for p in puts if p[0] in cache] + new[:take]
-                through = new[take:]
-                room -= len(new[:take])
-        if into:
-            scalars, is_scalars, stored, encode = _SCALARS, _is_scalars, _Stored, encode_value
-            cache.update([(k, v if (t := type(v)) in scalars  # _is_immutable(v), inlined
-                           or (t is tuple and is_scalars(map(type, v))) else stored(encode(v)))
-                          for k, v in into])
-            dirty.update([k for k, _ in into])
-        gone: List[bytes] = []
-        for k in deletes:
-            if k in cache or room > 0:
-                room -= k not in cache
-                cache[k] = _ABSENT
-                dirty.add(k)
-            else:
-                gone.append(k)
-        self._write(through, gone)
+    def store(self, values: Dict[Any, Any]) -> None:
+        """Write ``values`` (the dict the last :meth:`load` returned, values replaced;
+        ``None`` clears the key): into the cache, the keys that did not fit at once."""
+        if values is not self._loaded and not values.keys() <= (self._loaded or {}).keys():
+            raise ValueError(f"state {self._name!r}: store() takes the keys of the last "
+                             "load() only")
+        kinds = set(map(type, values.values()))
+        if not _KEPT_SCALARS.issuperset(kinds):  # else every value is kept as it is
+            kept = False
+            if _KEPT_OR_TUPLE.issuperset(kinds):
+                tuples = (values.values() if kinds == _TUPLE_ONLY else
+                          [v for v in values.values() if type(v) is tuple])
+                kept = _is_scalars(map(type, chain.from_iterable(tuples)))
+            if not kept:
+                values = {k: _ABSENT if v is None else _cached(v) for k, v in values.items()}
+        if self._uncached:
+            uncached = self._uncached
+            self._write_stored([(dk, _stored(values[k]))
+                                for k, dk in uncached.items() if k in values])
+            values = {k: v for k, v in values.items() if k not in uncached}
+        self._cache.update(values)
+        self._dirty.update(values)
+        self._loaded = None
 
     @property
     def pending_writes(self) -> int:
@@ -281,21 +285,27 @@ class RocksDBValueAccessor:
         it is full and ``release_if_full`` (the backend's snapshot: the keys cached next
         follow the keys in use)."""
         if self._dirty:
-            cache = self._cache
-            self._write_stored([(k, _stored(cache[k])) for k in self._dirty])
+            cache, known = self._cache, self._db_keys
+            self._write_stored([(known[k], _stored(cache[k])) for k in self._dirty])
             self._dirty.clear()
         if release_if_full and len(self._cache) >= self.cache_entries:
-            self._cache.clear()
+            self._forget()
 
     def invalidate(self) -> None:
         """Flush, then forget the cache (after the state was written by other means)."""
         self.flush()
-        self._cache.clear()
+        self._forget()
 
     def discard(self) -> None:
         """Forget the cache and its unwritten writes (the database was replaced)."""
-        self._cache.clear()
+        self._forget()
         self._dirty.clear()
+
+    def _forget(self) -> None:
+        self._cache.clear()
+        self._db_keys.clear()
+        self._uncached = {}
+        self._loaded = None
 
     def _batch(self) -> Tuple[Any, WriteBatch]:
         backend = self._backend
@@ -308,18 +318,6 @@ class RocksDBValueAccessor:
         batch = WriteBatch(raw_mode=True)
         batch.set_default_column_family(self._handle)
         return db, batch
-
-    def _write(self, puts: List[Tuple[bytes, Any]], deletes: List[bytes]) -> None:
-        """One write batch: put each ``(key, value)`` (encoded), delete each of ``deletes``."""
-        if not puts and not deletes:
-            return
-        db, batch = self._batch()
-        put, encode = batch.put, encode_value
-        for k, v in puts:
-            put(k, encode(v))
-        for k in deletes:
-            batch.delete(k)
-        db.write(batch, self._backend._write_opts)
 
     def _write_stored(self, entries: List[Tuple[bytes, Optional[bytes]]]) -> None:
         """One write batch: put each ``(key, bytes)``, delete each ``(key, None)``."""

@@ -1,4 +1,4 @@
-"""RocksDB batching: the value accessor's multi-get / write batch and its write-behind cache,
+"""RocksDB batching: the value accessor's load / store of a batch and its write-behind cache,
 and KeyedReduceOperator's batched RocksDB path -- same results as the heap backend, and
 snapshots (full and incremental) hold every write made before them."""
 
@@ -42,8 +42,17 @@ def backends(tmp_path):
         b.dispose()
 
 
-def _db_keys(backend, acc, keys):
-    return [acc.db_key(k, backend.assign_key_group(k)) for k in keys]
+def _load(backend, acc, keys):
+    """The accessor's values of ``keys`` (one batch)."""
+    return acc.load(keys, [backend.assign_key_group(k) for k in keys])[1]
+
+
+def _write(backend, acc, values, deletes=()):
+    """Store ``values`` (key -> value) and clear ``deletes`` as one batch."""
+    loaded = _load(backend, acc, list(values) + list(deletes))
+    loaded.update(values)
+    loaded.update(dict.fromkeys(deletes))
+    acc.store(loaded)
 
 
 def _snapshot_and_restore(backend, storage, make, kind="rocksdb", cid=1, **kwargs):
@@ -70,58 +79,54 @@ def test_cached_writes_reach_rocksdb_on_flush_and_before_reads_of_the_state(back
     b = backends()
     acc = b.value_accessor(NAME)
     keys = ["a", "b", "c"]
-    dks = _db_keys(b, acc, keys)
-    assert acc.get_many(dks) == [None, None, None]
-    acc.write_many([(dks[0], 1), (dks[1], ("t", 2))])
+    assert _load(b, acc, keys) == {"a": None, "b": None, "c": None}
+    _write(b, acc, {"a": 1, "b": ("t", 2)})
     assert acc.pending_writes == 2
-    assert acc.get_many(dks, default="none") == [1, ("t", 2), "none"]
+    assert _load(b, acc, keys) == {"a": 1, "b": ("t", 2), "c": None}
     assert _values(b, keys) == {"a": None, "b": None, "c": None}  # not flushed yet
     assert sorted(b.get_keys(NAME)) == ["a", "b"]  # get_keys flushes first
     assert acc.pending_writes == 0
     assert _values(b, keys) == {"a": 1, "b": ("t", 2), "c": None}
-    acc.write_many([], deletes=[dks[0]])
-    assert acc.get_many(dks[:1]) == [None]
+    _write(b, acc, {}, deletes=["a"])
+    assert _load(b, acc, ["a"]) == {"a": None}
     assert [k for k, _ in b.iter_key_group(NAME, b.assign_key_group("a"))] == []
 
 
 def test_reads_return_copies_even_from_the_cache(backends):
     b = backends()
     acc = b.value_accessor(NAME)
-    dk = _db_keys(b, acc, ["a"])
-    acc.write_many([(dk[0], [1, 2])])
-    got = acc.get_many(dk)[0]
-    got.append(3)
-    assert acc.get_many(dk) == [[1, 2]]
+    _write(b, acc, {"a": [1, 2]})
+    _load(b, acc, ["a"])["a"].append(3)
+    assert _load(b, acc, ["a"]) == {"a": [1, 2]}
 
 
 def test_a_full_cache_takes_no_new_keys_and_a_snapshot_empties_it(backends, tmp_path):
     b = backends(value_cache_entries=4)
     acc = b.value_accessor(NAME)
     keys = [f"k{i}" for i in range(30)]
-    dks = _db_keys(b, acc, keys)
     for rnd in range(2):
         for i in range(0, 30, 3):
-            got = acc.get_many(dks[i:i + 3])
-            assert got == ([None] * 3 if rnd == 0 else [rnd - 1] * 3)
-            acc.write_many([(dk, rnd) for dk in dks[i:i + 3]])
+            batch = keys[i:i + 3]
+            expected = None if rnd == 0 else rnd - 1
+            assert _load(b, acc, batch) == dict.fromkeys(batch, expected)
+            _write(b, acc, dict.fromkeys(batch, rnd))
             assert acc.pending_writes <= 4 and len(acc._cache) <= 4
     assert acc.pending_writes == 4  # the first four keys: cached writes
-    assert _values(b, keys[4:]) == {k: 1 for k in keys[4:]}  # the others written through
+    assert _values(b, keys[4:]) == {k: 1 for k in keys[4:]}  # the others written at once
     restored = _snapshot_and_restore(b, FileStorage(tmp_path / "chk"), backends)
     assert _values(restored, keys) == {k: 1 for k in keys}
     assert acc.pending_writes == 0 and len(acc._cache) == 0  # full: emptied by the snapshot
-    acc.get_many(dks[10:12])
+    _load(b, acc, keys[10:12])
     assert len(acc._cache) == 2
 
 
 def test_no_cache_writes_through(backends):
     b = backends(value_cache_entries=0)
     acc = b.value_accessor(NAME)
-    dks = _db_keys(b, acc, ["a", "b"])
-    acc.write_many([(dks[0], 1), (dks[1], 2)])
-    assert acc.pending_writes == 0
+    _write(b, acc, {"a": 1, "b": 2})
+    assert acc.pending_writes == 0 and acc._cache == {}
     assert _values(b, ["a", "b"]) == {"a": 1, "b": 2}
-    acc.write_many([], deletes=[dks[1]])
+    _write(b, acc, {}, deletes=["b"])
     assert _values(b, ["a", "b"]) == {"a": 1, "b": None}
     with pytest.raises(ValueError, match="cache_entries"):
         RocksDBKeyedStateBackend(FULL, MAXP, "never-created", value_cache_entries=-1)
@@ -133,14 +138,26 @@ def test_per_record_access_stays_coherent_with_the_cache(backends):
     acc = b.value_accessor(NAME)
     assert b.value_accessor(NAME) is acc  # one accessor (one cache) per state
     kg = b.assign_key_group("a")
-    dk = acc.db_key("a", kg)
-    acc.write_many([(dk, 1)])
+    _write(b, acc, {"a": 1})
     assert acc.get("a", kg) == 1
     acc.put("a", kg, 2)  # writes through and replaces the cached write
-    assert acc.pending_writes == 0 and acc.get_many([dk]) == [2]
+    assert acc.pending_writes == 0 and _load(b, acc, ["a"]) == {"a": 2}
     assert _values(b, ["a"]) == {"a": 2}
     acc.remove("a", kg)
-    assert acc.get_many([dk]) == [None] and _values(b, ["a"]) == {"a": None}
+    assert _load(b, acc, ["a"]) == {"a": None} and _values(b, ["a"]) == {"a": None}
+
+
+def test_store_takes_the_keys_of_the_last_load_only(backends):
+    b = backends()
+    acc = b.value_accessor(NAME)
+    loaded = _load(b, acc, ["a", "b"])
+    with pytest.raises(ValueError, match="last load"):
+        acc.store({"c": 1})
+    acc.store({"a": 1})  # a part of what was loaded
+    assert acc.pending_writes == 1 and _load(b, acc, ["a", "b"]) == {"a": 1, "b": None}
+    _load(b, acc, ["a"])
+    with pytest.raises(ValueError, match="last load"):
+        acc.store(loaded)  # an older load's dict, with a key the last load did not read
 
 
 @pytest.mark.parametrize("incremental", [False, True])
@@ -151,7 +168,7 @@ def test_a_snapshot_holds_the_cached_writes(backends, tmp_path, incremental, int
     b = backends(incremental=incremental)
     acc = b.value_accessor(NAME)
     keys = [f"k{i}" for i in range(50)]
-    acc.write_many(list(zip(_db_keys(b, acc, keys), range(50))))
+    _write(b, acc, dict(zip(keys, range(50))))
     assert acc.pending_writes == 50
     restored = _snapshot_and_restore(b, FileStorage(tmp_path / "chk"), backends, into)
     assert acc.pending_writes == 0

@@ -1,7 +1,8 @@
-"""RocksDBValueAccessor details of the batched path: database keys of a whole batch (the str
-fast path and every other key type give what ``db_key`` gives; key groups checked first;
-the remembered keys are bounded), immutable values cached as objects and mutable ones as
-bytes (reads of those are copies), and flushes that store what a per-record write would."""
+"""RocksDBValueAccessor details of the batched path: a batch's keys kept as canonical keys
+(NaNs one key; key groups checked first; what is not a key refused by name) with the
+database keys ``db_key`` gives (the str fast path and every other key type), immutable
+values cached as objects and mutable ones as bytes (reads of those are copies), and
+flushes that store what a per-record write would."""
 
 import datetime
 import math
@@ -11,6 +12,7 @@ import pytest
 from flowray.state.descriptors import ValueStateDescriptor
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+from flowray.state.key_types import CANONICAL_NAN, UnsupportedKeyError
 from flowray.state.rocksdb.value_accessor import _ABSENT, _Stored
 from flowray.state.value_codec import encode_value
 from tests.support.operator_harness import FULL, MAXP, UPPER, keys_in
@@ -51,74 +53,94 @@ KEY_BATCHES = [
 ]
 
 
+def _groups(b, keys):
+    return [b.assign_key_group(k) for k in keys]
+
+
 @pytest.mark.parametrize("keys", KEY_BATCHES, ids=repr)
-@pytest.mark.parametrize("memo", [0, 2, 1 << 16])
-def test_db_keys_of_a_batch_are_those_of_db_key(make, keys, memo):
-    b = make()
+@pytest.mark.parametrize("cache", [0, 2, 1 << 16])
+def test_loaded_keys_get_the_database_keys_of_db_key(make, keys, cache):
+    b = make(value_cache_entries=cache)
     acc = b.value_accessor(NAME)
-    acc.key_memo_entries = memo
-    kgs = [b.assign_key_group(k) for k in keys]
-    expected = [acc.db_key(k, kg) for k, kg in zip(keys, kgs)]
-    for _ in range(3):  # again: from the remembered keys
-        assert acc.db_keys(keys, kgs) == expected
-        assert len(acc._memo) <= memo
+    kgs = _groups(b, keys)
+    expected = {}
+    for k, kg in zip(keys, kgs):
+        expected.setdefault(k if k == k else CANONICAL_NAN, acc.db_key(k, kg))
+    for rnd in range(3):  # again: from the cache
+        kept, values = acc.load(keys, kgs)
+        assert values == dict.fromkeys(expected, rnd or None)
+        assert len(kept) == len(keys) and set(kept) == set(values)
+        known = {**acc._db_keys, **acc._uncached}
+        assert {k: known[k] for k in values} == expected
+        assert len(acc._cache) <= cache
+        acc.store(dict.fromkeys(values, rnd + 1))
+    b.get_keys(NAME)  # flushes
+    for dk in expected.values():
+        assert acc._cf.get(dk) == encode_value(3)
 
 
 def test_nan_keys_are_one_key(make):
     b = make()
     acc = b.value_accessor(NAME)
     nans = [float("nan"), -float("nan"), math.nan]
-    kgs = [b.assign_key_group(k) for k in nans]
-    assert len(set(acc.db_keys(nans, kgs))) == 1
+    kept, values = acc.load(nans, _groups(b, nans))
+    assert all(k is CANONICAL_NAN for k in kept) and len(values) == 1
 
 
-def test_db_keys_checks_every_key_group_before_encoding(make):
+def test_load_checks_every_key_group_before_reading(make):
     b = make(key_group_range=UPPER)
     acc = b.value_accessor(NAME)
     own = keys_in(UPPER, 2)
     with pytest.raises(StateAccessError, match=r"key group 3, outside .*\[64, 127\]"):
-        acc.db_keys(own + ["foreign"], [b.assign_key_group(k) for k in own] + [3])
-    assert acc._memo == {}
+        acc.load(own + ["foreign"], _groups(b, own) + [3])
+    assert acc._cache == {}
 
 
-def test_an_unhashable_key_is_refused_by_name(make):
+def test_a_key_that_is_not_a_key_type_is_refused_by_name(make):
     b = make()
     acc = b.value_accessor(NAME)
-    with pytest.raises(Exception, match="list"):
-        acc.db_keys(["a", ["not", "a", "key"]], [0, 1])
-
-
-def test_the_remembered_keys_are_bounded(make):
-    b = make()
-    acc = b.value_accessor(NAME)
-    acc.key_memo_entries = 10
-    for start in range(0, 100, 4):
-        keys = [f"k{i}" for i in range(start, start + 4)]
-        acc.db_keys(keys, [b.assign_key_group(k) for k in keys])
-        assert len(acc._memo) <= 10
-    with pytest.raises(ValueError, match="key_memo_entries"):
-        type(acc)(b, acc._cf, NAME, key_memo_entries=-1)
+    with pytest.raises(UnsupportedKeyError, match="list"):
+        acc.load(["a", ["not", "a", "key"]], [0, 1])
+    with pytest.raises(ValueError, match="cache_entries"):
+        type(acc)(b, acc._cf, NAME, cache_entries=-1)
 
 
 def test_immutable_values_are_cached_as_objects_mutable_ones_as_bytes(make):
     b = make()
     acc = b.value_accessor(NAME)
-    keys = ["t", "s", "l", "d", "n", "nested"]
-    dks = acc.db_keys(keys, [b.assign_key_group(k) for k in keys])
-    values = [("k", 1), 2.5, [1, 2], {"a": (1,)}, None, ("k", (1, 2))]
-    acc.write_many(list(zip(dks, values)))
-    kinds = {k: type(acc._cache[dk]) for k, dk in zip(keys, dks)}
+    keys = ["t", "s", "l", "d", "f", "nested"]
+    values = [("k", 1), 2.5, [1, 2], {"a": (1,)}, ("x", None, 2.5), ("k", (1, 2))]
+    acc.load(keys, _groups(b, keys))
+    acc.store(dict(zip(keys, values)))
+    kinds = {k: type(acc._cache[k]) for k in keys}
     assert kinds == {"t": tuple, "s": float, "l": _Stored, "d": _Stored,
-                     "n": type(None), "nested": _Stored}
-    got = acc.get_many(dks)
-    assert got == values
-    got[2].append(3)
-    got[3]["b"] = 2
-    assert acc.get_many(dks) == values  # reads of mutable values are copies
+                     "f": tuple, "nested": _Stored}
+    got = acc.load(keys, _groups(b, keys))[1]
+    assert list(got.values()) == values
+    got["l"].append(3)
+    got["d"]["b"] = 2
+    assert list(acc.load(keys, _groups(b, keys))[1].values()) == values  # copies
     b.get_keys(NAME)  # flushes: RocksDB holds what a per-record write stores
-    for dk, v in zip(dks, values):
-        assert acc._cf.get(dk) == encode_value(v)
+    for k, v in zip(keys, values):
+        assert acc._cf.get(acc.db_key(k, b.assign_key_group(k))) == encode_value(v)
     assert _values(b, keys) == dict(zip(keys, values))
+
+
+@pytest.mark.parametrize("values", [
+    [1, 2], [("a", 1), ("b", 2)], [("a", 1), 2], [("a", [1]), ("b", 2)], [[1], 2],
+], ids=repr)
+def test_every_mix_of_value_kinds_is_cached_by_kind(make, values):
+    b = make()
+    acc = b.value_accessor(NAME)
+    keys = [f"k{i}" for i in range(len(values))]
+    acc.load(keys, _groups(b, keys))
+    acc.store(dict(zip(keys, values)))
+    for k, v in zip(keys, values):
+        immutable = not isinstance(v, list) and not (isinstance(v, tuple)
+                                                     and any(isinstance(x, list) for x in v))
+        assert (acc._cache[k] is v) == immutable
+        assert (type(acc._cache[k]) is _Stored) == (not immutable)
+    assert acc.load(keys, _groups(b, keys))[1] == dict(zip(keys, values))
 
 
 def test_read_values_are_cached_by_kind_and_absent_keys_remembered(make):
@@ -127,23 +149,37 @@ def test_read_values_are_cached_by_kind_and_absent_keys_remembered(make):
     for k, v in [("a", ("x", 1)), ("b", [1])]:
         acc.put(k, b.assign_key_group(k), v)
     keys = ["a", "b", "c"]
-    dks = acc.db_keys(keys, [b.assign_key_group(k) for k in keys])
-    assert acc.get_many(dks, default="none") == [("x", 1), [1], "none"]
-    assert [acc._cache[dk] for dk in dks[::2]] == [("x", 1), _ABSENT]
-    assert type(acc._cache[dks[1]]) is _Stored
-    assert acc.get_many(dks, default=0) == [("x", 1), [1], 0]
+    assert acc.load(keys, _groups(b, keys))[1] == {"a": ("x", 1), "b": [1], "c": None}
+    assert [acc._cache[k] for k in ("a", "c")] == [("x", 1), _ABSENT]
+    assert type(acc._cache["b"]) is _Stored
+    assert acc.get("c", b.assign_key_group("c"), default=0) == 0
 
 
-def test_a_partly_full_cache_writes_the_rest_through(make):
+def test_a_none_value_clears_the_key(make):
+    b = make()
+    acc = b.value_accessor(NAME)
+    keys = ["a", "b"]
+    acc.load(keys, _groups(b, keys))
+    acc.store({"a": 1, "b": 2})
+    b.get_keys(NAME)
+    acc.load(keys, _groups(b, keys))
+    acc.store({"a": None, "b": 3})
+    assert acc._cache["a"] is _ABSENT
+    assert list(b.get_keys(NAME)) == ["b"]
+
+
+def test_a_partly_full_cache_writes_the_rest_at_once(make):
     b = make(value_cache_entries=3)
     acc = b.value_accessor(NAME)
     keys = [f"k{i}" for i in range(6)]
-    dks = acc.db_keys(keys, [b.assign_key_group(k) for k in keys])
-    acc.write_many([(dks[0], 0)])
-    acc.write_many([(dk, i) for i, dk in enumerate(dks)], deletes=[])
+    acc.load(keys[:1], _groups(b, keys[:1]))
+    acc.store({keys[0]: 0})
+    acc.load(keys, _groups(b, keys))
+    acc.store({k: i for i, k in enumerate(keys)})
     assert len(acc._cache) == 3 and acc.pending_writes == 3
-    assert _values(b, keys[3:]) == {k: i + 3 for i, k in enumerate(keys[3:])}  # through
-    acc.write_many([], deletes=dks)  # cached: marked absent; the others deleted now
+    assert _values(b, keys[3:]) == {k: i + 3 for i, k in enumerate(keys[3:])}  # at once
+    acc.load(keys, _groups(b, keys))
+    acc.store(dict.fromkeys(keys))  # cached: marked absent; the others deleted now
     assert _values(b, keys[3:]) == {k: None for k in keys[3:]}
-    assert acc.get_many(dks) == [None] * 6
+    assert acc.load(keys, _groups(b, keys))[1] == dict.fromkeys(keys)
     assert list(b.get_keys(NAME)) == []
