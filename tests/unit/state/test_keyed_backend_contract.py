@@ -543,6 +543,53 @@ def test_rocksdb_dispose_removes_working_dir(tmp_path):
     assert b.state_names() == [] and list(b.get_keys("v")) == []
 
 
+def _rocksdb_values(b, keys):
+    state = b.get_partitioned_state(ValueStateDescriptor("v"))
+    out = {}
+    for k in keys:
+        b.set_current_key(k)
+        out[k] = state.value()
+    return out
+
+
+@pytest.mark.parametrize("savepoint", [False, True])
+def test_rocksdb_full_snapshot_holds_the_state_as_at_its_synchronous_part(tmp_path, savepoint):
+    """What snapshot() captured is what write() writes, whatever is written, flushed or
+    deleted in between (and the cached writes of the value accessor before it)."""
+    b = RocksDBKeyedStateBackend(FULL, MAXP, tmp_path / "rocks")
+    state = b.get_partitioned_state(ValueStateDescriptor("v"))
+    keys = [f"k{i}" for i in range(2000)]
+    for i, k in enumerate(keys):
+        b.set_current_key(k)
+        state.update(i)
+    acc = b.value_accessor("v")
+    acc.invalidate()
+    loaded = acc.load(["cached"], [b.assign_key_group("cached")])[1]
+    loaded["cached"] = 7
+    acc.store(loaded)
+    writer = b.snapshot(1, savepoint=savepoint)
+    for i, k in enumerate(keys):  # after the barrier: overwrite, delete, add
+        b.set_current_key(k)
+        if i % 3:
+            state.update(-i)
+        else:
+            state.clear()
+    b.set_current_key("new")
+    state.update(1)
+    loaded = acc.load(["cached"], [b.assign_key_group("cached")])[1]
+    loaded["cached"] = 8
+    acc.store(loaded)
+    acc.flush()
+    b._cfs["v"].flush()
+    storage = DictStorage()
+    handle = writer.write(storage.write_file, "chk-1/op-0.keyed")
+    restored = HeapKeyedStateBackend(FULL, MAXP)
+    restored.restore([handle], storage.read)
+    assert _rocksdb_values(restored, keys + ["new", "cached"]) == {
+        **{k: i for i, k in enumerate(keys)}, "new": None, "cached": 7}
+    b.dispose()
+
+
 def test_rocksdb_snapshot_directory_is_removed_after_write(tmp_path):
     b = RocksDBKeyedStateBackend(FULL, MAXP, tmp_path / "rocks")
     b.set_current_key("a")
