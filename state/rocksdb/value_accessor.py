@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.layout import _CF_PREFIX, encode_key
-from flowray.state.value_codec import _MSGPACK_TYPES, decode_value, encode_value
+from flowray.state.value_codec import (
+    _MSGPACK_TYPES,
+    decode_value,
+    decode_values,
+    encode_value,
+    encode_values,
+)
 from rocksdict import Rdict, WriteBatch
 
 if TYPE_CHECKING:
@@ -227,7 +233,10 @@ class RocksDBValueAccessor:
         group_of = dict(zip(keys, key_groups))
         db_keys = self._encode(missing, [group_of[k] for k in missing])
         fetched = self._cf.get(db_keys)
-        read = [_ABSENT if raw is None else decode_value(raw) for raw in fetched]
+        if None in fetched:
+            read = [_ABSENT if raw is None else decode_value(raw) for raw in fetched]
+        else:
+            read = decode_values(fetched)
         room = max(0, self.cache_entries - len(self._cache))
         if room:
             cache, known = self._cache, self._db_keys
@@ -268,8 +277,8 @@ class RocksDBValueAccessor:
                 values = {k: _ABSENT if v is None else _cached(v) for k, v in values.items()}
         if self._uncached:
             uncached = self._uncached
-            self._write_stored([(dk, _stored(values[k]))
-                                for k, dk in uncached.items() if k in values])
+            through = [k for k in uncached if k in values]
+            self._write_entries([uncached[k] for k in through], [values[k] for k in through])
             values = {k: v for k, v in values.items() if k not in uncached}
         self._cache.update(values)
         self._dirty.update(values)
@@ -285,8 +294,9 @@ class RocksDBValueAccessor:
         it is full and ``release_if_full`` (the backend's snapshot: the keys cached next
         follow the keys in use)."""
         if self._dirty:
-            cache, known = self._cache, self._db_keys
-            self._write_stored([(known[k], _stored(cache[k])) for k in self._dirty])
+            dirty = list(self._dirty)
+            self._write_entries(list(map(self._db_keys.__getitem__, dirty)),
+                                list(map(self._cache.__getitem__, dirty)))
             self._dirty.clear()
         if release_if_full and len(self._cache) >= self.cache_entries:
             self._forget()
@@ -319,17 +329,23 @@ class RocksDBValueAccessor:
         batch.set_default_column_family(self._handle)
         return db, batch
 
-    def _write_stored(self, entries: List[Tuple[bytes, Optional[bytes]]]) -> None:
-        """One write batch: put each ``(key, bytes)``, delete each ``(key, None)``."""
-        if not entries:
+    def _write_entries(self, db_keys: List[bytes], entries: List[Any]) -> None:
+        """One write batch: each of ``db_keys`` gets its cache entry of ``entries`` (a
+        value, a _Stored or _ABSENT: a delete); values encoded as one batch."""
+        if not db_keys:
             return
+        kinds = set(map(type, entries))
         db, batch = self._batch()
-        put, delete = batch.put, batch.delete
-        for k, data in entries:
-            if data is None:
-                delete(k)
-            else:
-                put(k, data)
+        if _Absent in kinds or _Stored in kinds:
+            put, delete = batch.put, batch.delete
+            for k, entry in zip(db_keys, entries):
+                data = _stored(entry)
+                if data is None:
+                    delete(k)
+                else:
+                    put(k, data)
+        else:
+            list(map(batch.put, db_keys, encode_values(entries)))
         db.write(batch, self._backend._write_opts)
 
 
