@@ -229,9 +229,15 @@ class RocksDBValueAccessor:
                key_groups: List[int]) -> List[Any]:
         """``entries`` with those of the keys not cached read from RocksDB (one multi-get;
         as many as fit cached, the rest remembered as not cached)."""
-        missing = [k for k, e in zip(distinct, entries) if e is _MISSING]
-        group_of = dict(zip(keys, key_groups))
-        db_keys = self._encode(missing, [group_of[k] for k in missing])
+        none_cached = len(set(map(type, entries))) == 1  # the common case with many keys
+        missing = distinct if none_cached else [k for k, e in zip(distinct, entries)
+                                                if e is _MISSING]
+        if len(missing) == len(keys):  # every key once, in order
+            groups = key_groups
+        else:
+            group_of = dict(zip(keys, key_groups))
+            groups = [group_of[k] for k in missing]
+        db_keys = self._encode(missing, groups)
         fetched = self._cf.get(db_keys)
         if None in fetched:
             read = [_ABSENT if raw is None else decode_value(raw) for raw in fetched]
@@ -247,6 +253,8 @@ class RocksDBValueAccessor:
                 known[k] = dk
         if len(missing) > room:
             self._uncached.update(zip(missing[room:], db_keys[room:]))
+        if none_cached:
+            return read
         it = iter(read)
         return [next(it) if e is _MISSING else e for e in entries]
 
@@ -266,6 +274,7 @@ class RocksDBValueAccessor:
         if values is not self._loaded and not values.keys() <= (self._loaded or {}).keys():
             raise ValueError(f"state {self._name!r}: store() takes the keys of the last "
                              "load() only")
+        in_load_order = values is self._loaded
         kinds = set(map(type, values.values()))
         if not _KEPT_SCALARS.issuperset(kinds):  # else every value is kept as it is
             kept = False
@@ -275,6 +284,11 @@ class RocksDBValueAccessor:
                 kept = _is_scalars(map(type, chain.from_iterable(tuples)))
             if not kept:
                 values = {k: _ABSENT if v is None else _cached(v) for k, v in values.items()}
+        if self._uncached and in_load_order and len(self._uncached) == len(values):
+            # no key fit in the cache (the common case with many keys): all at once
+            self._write_entries(list(self._uncached.values()), list(values.values()))
+            self._loaded = None
+            return
         if self._uncached:
             uncached = self._uncached
             through = [k for k in uncached if k in values]

@@ -13,6 +13,7 @@ from flowray.state.descriptors import ValueStateDescriptor
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.key_types import CANONICAL_NAN, UnsupportedKeyError
+from flowray.state.rocksdb.layout import encode_key
 from flowray.state.rocksdb.value_accessor import _ABSENT, _Stored
 from flowray.state.value_codec import encode_value
 from tests.support.operator_harness import FULL, MAXP, UPPER, keys_in
@@ -183,3 +184,41 @@ def test_a_partly_full_cache_writes_the_rest_at_once(make):
     assert _values(b, keys[3:]) == {k: None for k in keys[3:]}
     assert acc.load(keys, _groups(b, keys))[1] == dict.fromkeys(keys)
     assert list(b.get_keys(NAME)) == []
+
+
+@pytest.mark.parametrize("cache", [0, 1, 5, 40, 1 << 16])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_batches_match_a_dict(make, cache, seed):
+    """Batches of random keys (repeats, NaN, ints equal to floats) and random new values
+    (scalars, tuples, lists, None = clear) against a plain dict, through full and
+    partly full caches, flushes, snapshots' releases and per-record reads and writes."""
+    import random
+
+    rng = random.Random(seed)
+    b = make(value_cache_entries=cache)
+    acc = b.value_accessor(NAME)
+    pool = [f"k{i}" for i in range(30)] + [7, 7.0, 7.5, float("nan"), ("t", 1)]
+    model = {}
+    for step in range(60):
+        keys = [rng.choice(pool) for _ in range(rng.randint(1, 25))]
+        kept, values = acc.load(keys, _groups(b, keys))
+        assert values == {k: model.get(k if k == k else "nan") for k in values}
+        for k in values:
+            v = rng.choice([None, step, ("s", step), [step], 2.5, "x" * step])
+            values[k] = v
+            if v is None:
+                model.pop(k if k == k else "nan", None)
+            else:
+                model[k if k == k else "nan"] = v
+        acc.store(values)
+        if step % 7 == 3:
+            acc.flush(release_if_full=True)
+        if step % 11 == 5:  # a per-record write beside the cache
+            k = rng.choice(pool[:30])
+            acc.put(k, b.assign_key_group(k), ("p", step))
+            model[k] = ("p", step)
+    assert sorted(map(encode_key, b.get_keys(NAME))) == sorted(
+        encode_key(float("nan") if k == "nan" else k) for k in model)
+    for k, v in model.items():
+        key = float("nan") if k == "nan" else k
+        assert acc.get(key, b.assign_key_group(key)) == v
