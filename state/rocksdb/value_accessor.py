@@ -218,7 +218,7 @@ class RocksDBValueAccessor:
         entries = list(map(self._cache.get, values, repeat(_MISSING)))
         kinds = set(map(type, entries))
         if _Missing in kinds:
-            entries = self._fetch(list(values), entries, keys, key_groups)
+            entries = self._fetch(list(values), entries, keys, key_groups, len(kinds) == 1)
             kinds = set(map(type, entries))
         if _Stored in kinds or _Absent in kinds:
             entries = [_read(e, None) for e in entries]
@@ -226,10 +226,10 @@ class RocksDBValueAccessor:
         return keys, values
 
     def _fetch(self, distinct: List[Any], entries: List[Any], keys: List[Any],
-               key_groups: List[int]) -> List[Any]:
+               key_groups: List[int], none_cached: bool) -> List[Any]:
         """``entries`` with those of the keys not cached read from RocksDB (one multi-get;
-        as many as fit cached, the rest remembered as not cached)."""
-        none_cached = len(set(map(type, entries))) == 1  # the common case with many keys
+        as many as fit cached, the rest remembered as not cached). ``none_cached``: no
+        key of ``distinct`` is cached (the common case with many keys)."""
         missing = distinct if none_cached else [k for k, e in zip(distinct, entries)
                                                 if e is _MISSING]
         if len(missing) == len(keys):  # every key once, in order
