@@ -30,6 +30,8 @@ from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.layout import _CF_PREFIX, encode_key
 from flowray.state.value_codec import (
     _MSGPACK_TYPES,
+    _SCALARS_NOT_NONE,
+    _TUPLE_ONLY,
     decode_value,
     decode_values,
     encode_value,
@@ -47,10 +49,10 @@ DEFAULT_CACHE_ENTRIES = 1 << 16
 
 _SCALARS = _MSGPACK_TYPES
 _is_scalars = _SCALARS.issuperset
-#: value types :meth:`RocksDBValueAccessor.store` keeps as they are (``None`` clears)
-_KEPT_SCALARS = _SCALARS - {type(None)}
+#: value types :meth:`RocksDBValueAccessor.store` caches as they are (``None`` clears)
+_KEPT_SCALARS = _SCALARS_NOT_NONE
 _KEPT_OR_TUPLE = _KEPT_SCALARS | {tuple}
-_TUPLE_ONLY = {tuple}
+_NONE_TYPE = type(None)
 _STR_ONLY = {str}
 _T_STR = 0x12  # layout's tag of a str key
 _LENGTH_BYTE = [bytes((n,)) for n in range(0x80)]
@@ -274,7 +276,15 @@ class RocksDBValueAccessor:
         if values is not self._loaded and not values.keys() <= (self._loaded or {}).keys():
             raise ValueError(f"state {self._name!r}: store() takes the keys of the last "
                              "load() only")
-        in_load_order = values is self._loaded
+        if self._uncached and values is self._loaded and len(self._uncached) == len(values):
+            # no key fit in the cache (the common case with many keys): all written at once,
+            # as they are (_write_entries encodes them; only None needs its mark)
+            entries = list(values.values())
+            if _NONE_TYPE in set(map(type, entries)):
+                entries = [_ABSENT if v is None else v for v in entries]
+            self._write_entries(list(self._uncached.values()), entries)
+            self._loaded = None
+            return
         kinds = set(map(type, values.values()))
         if not _KEPT_SCALARS.issuperset(kinds):  # else every value is kept as it is
             kept = False
@@ -284,11 +294,6 @@ class RocksDBValueAccessor:
                 kept = _is_scalars(map(type, chain.from_iterable(tuples)))
             if not kept:
                 values = {k: _ABSENT if v is None else _cached(v) for k, v in values.items()}
-        if self._uncached and in_load_order and len(self._uncached) == len(values):
-            # no key fit in the cache (the common case with many keys): all at once
-            self._write_entries(list(self._uncached.values()), list(values.values()))
-            self._loaded = None
-            return
         if self._uncached:
             uncached = self._uncached
             through = [k for k in uncached if k in values]
