@@ -1,9 +1,10 @@
 """State backends: incremental vs full checkpoints of a large keyed state, and keyed
 throughput heap vs RocksDB, in one invocation.
 
-Part 1 (no Ray): 1,000,000 keys of value state in three backends side by side --
-RocksDB with incremental checkpoints, RocksDB with full snapshots, the heap backend (full
-snapshots) -- one subtask owning all 128 key groups. Checkpoint 1 is taken after the
+Part 1 (no Ray): 1,000,000 keys of value state in four backends side by side --
+RocksDB with incremental checkpoints, RocksDB with full checkpoints (its native format),
+RocksDB taking savepoints (the portable format) instead, the heap backend (full snapshots)
+-- one subtask owning all 128 key groups. Checkpoint 1 is taken after the
 initial load; before every later checkpoint the same randomly chosen 1% of the keys get a
 new value in all three backends. Each checkpoint runs as a task runs it: ``snapshot``
 (synchronous part), ``writer.write`` to an ``FsCheckpointStorage`` in a temp folder
@@ -57,6 +58,7 @@ RANGE = KeyGroupRange(0, MAXP - 1)
 SUBTASK = SubtaskId("sum", 0)
 MODES = [("rocksdb-incremental", "RocksDB, incremental"),
          ("rocksdb-full", "RocksDB, full"),
+         ("rocksdb-savepoint", "RocksDB, savepoints"),
          ("heap-full", "heap, full")]
 
 
@@ -99,11 +101,12 @@ def update_keys(backend: Any, keys: List[str], values: List[int]) -> float:
     return time.perf_counter() - t0
 
 
-def checkpoint(backend: Any, storage: CountingStorage, cid: int) -> Dict[str, Any]:
+def checkpoint(backend: Any, storage: CountingStorage, cid: int,
+               savepoint: bool = False) -> Dict[str, Any]:
     gc.collect()
     path = storage.fs.task_state_path(cid, SUBTASK, "keyed")
     t0 = time.perf_counter()
-    writer = backend.snapshot(cid)
+    writer = backend.snapshot(cid, savepoint=savepoint)
     t1 = time.perf_counter()
     handle = writer.write(storage.write_file, path)
     t2 = time.perf_counter()
@@ -156,7 +159,7 @@ def state_part(n_keys: int, n_checkpoints: int, change: float, seed: int) -> Dic
         for m, _ in MODES:
             load_s[m] = update_keys(backends[m], keys, values)
         for m, _ in MODES:
-            rows[m].append(checkpoint(backends[m], storages[m], 1))
+            rows[m].append(checkpoint(backends[m], storages[m], 1, m == "rocksdb-savepoint"))
         n_change = max(1, int(n_keys * change))
         changed_all: List[str] = []
         for cid in range(2, n_checkpoints + 1):
@@ -170,7 +173,8 @@ def state_part(n_keys: int, n_checkpoints: int, change: float, seed: int) -> Dic
             for m, _ in order:
                 update_s[m].append(update_keys(backends[m], changed, new_values))
             for m, _ in order:
-                rows[m].append(checkpoint(backends[m], storages[m], cid))
+                rows[m].append(checkpoint(backends[m], storages[m], cid,
+                                          m == "rocksdb-savepoint"))
         probe = changed_all[-200:] + rng.sample(keys, 200)
         restored = {m: restore_and_check(m, rows[m][-1]["handle"], storages[m], root,
                                          expected, probe) for m, _ in MODES}
@@ -206,11 +210,12 @@ def report_state(res: Dict[str, Any], n_keys: int, n_checkpoints: int,
           "the first\n")
     print("per checkpoint, bytes written to the checkpoint storage "
           "(incremental: new SST files / SST files referenced):")
-    print(f"{'chk':>4}{'RocksDB incremental':>30}{'RocksDB full':>16}{'heap full':>14}")
+    print(f"{'chk':>4}{'RocksDB incremental':>30}{'RocksDB full':>16}{'savepoint':>14}"
+          f"{'heap full':>14}")
     for i in range(n_checkpoints):
-        inc, full, heap = (rows[m][i] for m, _ in MODES)
+        inc, full, sp, heap = (rows[m][i] for m, _ in MODES)
         print(f"{inc['id']:>4}{mb(inc['bytes']):>18} ({inc['new_ssts']:>2}/{inc['ssts']:>2} SST)"
-              f"{mb(full['bytes']):>16}{mb(heap['bytes']):>14}")
+              f"{mb(full['bytes']):>16}{mb(sp['bytes']):>14}{mb(heap['bytes']):>14}")
     base = rows["rocksdb-full"]
     base_bytes = med([r["bytes"] for r in base[1:]])
     base_ms = med([r["sync_ms"] + r["async_ms"] for r in base[1:]])
@@ -242,7 +247,7 @@ def report_state(res: Dict[str, Any], n_keys: int, n_checkpoints: int,
               f"{row['async_ms_p50']:>9.0f}ms{row['total_ms_p50']:>9.0f}ms"
               f"{row['total_vs_rocksdb_full']:>8.3f}x{row['load_s']:>7.1f}s"
               f"{'  ok' if row['restored_ok'] else '  WRONG':>9}")
-    print("\np50/mean/max over checkpoints 2..n; vs full: against RocksDB full snapshots; "
+    print("\np50/mean/max over checkpoints 2..n; vs full: against RocksDB full checkpoints; "
           "load: writing the initial keys;\nrestore: the last checkpoint restored into a "
           "fresh backend has every key and the latest values.")
     inc = rows["rocksdb-incremental"][-1]

@@ -42,6 +42,7 @@ from flowray.state.full_snapshot import (  # the state pickles, defined there
 from flowray.state.heap_snapshot import HeapSnapshotWriter
 from flowray.state.heap_table import SnapshotRegistry, StateTable
 from flowray.state.value_codec import decode_value
+from flowray.state.snapshot import IncrementalKeyedStateHandle
 from flowray.state.ttl import (
     TtlCleanupCursor,
     TtlState,
@@ -394,21 +395,41 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
                 claimed: bool = True) -> None:
-        """Load this backend's key groups from full snapshots of either format version,
-        heap or RocksDB written (:mod:`flowray.state.full_snapshot`)."""
+        """Load this backend's key groups from full snapshots of any format version, heap
+        or RocksDB written (:mod:`flowray.state.full_snapshot`), and from checkpoints in
+        RocksDB's native format (:mod:`flowray.state.rocksdb.native_snapshot`: a job
+        that ran on RocksDB, restored on the heap)."""
         for handle in handles:
             if handle is None:
                 continue
+            if isinstance(handle, IncrementalKeyedStateHandle):
+                self._restore_native(handle, read)
+                continue
             snapshot = open_full_snapshot(handle.path, read)
-            kinds = snapshot.kinds
-            pickled = snapshot.pickled  # written from RocksDB
-            plain = PLAIN_KEY_TYPES
-            for kg, name, entries in snapshot.records(self.key_group_range):
-                table = self.get_state_table(name, StateKind(kinds[name]))
-                target = table.writable(kg - table.key_group_range.start)
-                for k, v in entries:  # a NaN read back is a new object: canonical again
-                    target[k if type(k) in plain else canonical_key(k)] = (
-                        decode_value(v) if pickled else v)
+            self._load(snapshot.kinds, snapshot.records(self.key_group_range),
+                       snapshot.pickled)
+
+    def _restore_native(self, handle: IncrementalKeyedStateHandle,
+                        read: Callable[[str], bytes]) -> None:
+        rng = handle.key_group_range.intersection(self.key_group_range)
+        if not len(rng):
+            return
+        from flowray.state.rocksdb.native_snapshot import open_native_snapshot
+
+        with open_native_snapshot(handle, read) as snapshot:
+            self._load(snapshot.kinds, snapshot.records(rng), True)
+
+    def _load(self, kinds: Dict[str, str], records: Iterable[Tuple[int, str, Any]],
+              encoded: bool) -> None:
+        """Put ``(key group, state, [(key, value)])`` records into the state tables; values
+        are :mod:`flowray.state.value_codec` bytes if ``encoded`` (written by RocksDB)."""
+        plain = PLAIN_KEY_TYPES
+        for kg, name, entries in records:
+            table = self.get_state_table(name, StateKind(kinds[name]))
+            target = table.writable(kg - table.key_group_range.start)
+            for k, v in entries:  # a NaN read back is a new object: canonical again
+                target[k if type(k) in plain else canonical_key(k)] = (
+                    decode_value(v) if encoded else v)
 
     def dispose(self, discard_local_state: bool = False) -> None:
         self._tables.clear()

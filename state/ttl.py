@@ -12,8 +12,8 @@ registered without it (or the reverse) is refused: :class:`IncompatibleStateErro
 
 Cleanup: an expired value is removed when read; :class:`TtlCleanupCursor` walks all keys of
 one state a few entries at a time (heap: ``cleanup_incrementally``; RocksDB: the sweep that
-stands in for the compaction filter); full snapshots leave expired values out
-(``cleanup_full_snapshot``, :func:`purge_function`). Design notes: docs/state.md.
+stands in for the compaction filter); full snapshots (heap checkpoints, savepoints) leave
+expired values out (``cleanup_full_snapshot``, :func:`purge_function`). Design notes: docs/state.md.
 
 >>> from flowray.common.clock import ManualClock
 >>> from flowray.common.time import Time

@@ -168,7 +168,9 @@ class StateTtlConfig:
                 StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
 
         def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
-            """Leave expired values out of full snapshots (not incremental RocksDB ones)."""
+            """Leave expired values out of full snapshots: the heap backend's checkpoints
+            and every savepoint (not RocksDB's checkpoints, which hold its files as they
+            are)."""
             self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] \
                 = StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY
             return self

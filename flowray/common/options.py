@@ -525,7 +525,8 @@ ROCKSDB_INCREMENTAL = register_option(
     False,
     "RocksDB only: incremental checkpoints (upload only the SST files that no confirmed "
     "earlier checkpoint uploaded; the rest are shared between checkpoints and "
-    "reference-counted by the job master). Ignored by the hashmap backend.",
+    "reference-counted by the job master); false: every checkpoint uploads all of "
+    "RocksDB's files, its own. Ignored by the hashmap backend.",
 )
 
 LOCAL_RECOVERY = register_option(

@@ -18,29 +18,38 @@ here although they are one key in the heap backend (``-0.0`` is stored as ``0.0`
 types other than ``None``/``bool``/``int``/``float``/``str``/``bytes``/plain tuples of these
 are pickled and must pickle deterministically (equal keys, equal bytes).
 
-Checkpoints are full snapshots: the synchronous part creates a RocksDB checkpoint (hard
-links to the SST files, after a memtable flush) under ``working_dir``; the asynchronous part
-opens it read-only, streams it in key order -- key group by key group, every state's
-entries of a group before the next group -- into the portable keyed-state format
-(``flowray-keyed-v2``, :mod:`flowray.state.full_snapshot`: parts of about
-``snapshot_part_bytes`` and an index of each key group's offsets; never the whole database
-in memory), and deletes it. :meth:`RocksDBKeyedStateBackend.restore` reads that format and
-the heap backend's ``flowray-heap-v1`` (which RocksDB wrote before v2) part by part, only the
-parts holding its key groups, so state moves freely between the heap and the RocksDB
-backend.
+Checkpoints are in RocksDB's native format (Flink's checkpoints of the RocksDB backend, and
+its native snapshots): the synchronous part flushes the memtables and creates the RocksDB
+checkpoint ``working_dir/snapshots/chk-<id>`` (hard links to the SST files); the
+asynchronous part
+(:class:`~flowray.state.rocksdb.snapshot_writers.RocksDBNativeSnapshotWriter`) uploads
+its files as they are, returns an
+:class:`~flowray.state.snapshot.IncrementalKeyedStateHandle` and deletes the directory.
 
-With ``incremental=True`` checkpoints are incremental (Flink's incremental RocksDB
-checkpoints, docs/design.md): the synchronous part flushes and creates the RocksDB
-checkpoint ``working_dir/snapshots/chk-<id>`` (hard links); the asynchronous part
-(:class:`RocksDBIncrementalSnapshotWriter`) uploads each ``.sst`` file that the last
-*confirmed* checkpoint did not upload to a unique path ``<job root>/shared/<vertex>-<i>-<sst>-
-<uuid8>`` and only references the others; every other file (``MANIFEST-*``, ``CURRENT``,
-``OPTIONS-*``, ...) is private and uploaded each time under ``<path>.private/<name>``. It
-returns an :class:`~flowray.state.snapshot.IncrementalKeyedStateHandle` and deletes the
-local checkpoint directory. A checkpoint becomes the confirmed base only through
-:meth:`RocksDBKeyedStateBackend.notify_checkpoint_complete`, which the task must call when
-the JobMaster reports the checkpoint complete; files of unconfirmed checkpoints are uploaded
-again under new unique names. Incremental handles can only be restored by this backend.
+- A full checkpoint (the default) uploads every file as a private file of the checkpoint,
+  ``<path>.private/<name>``: self-contained, referenced by no other checkpoint.
+- With ``incremental=True`` (Flink's incremental RocksDB checkpoints, docs/design.md) each
+  ``.sst`` file that the last *confirmed* checkpoint did not upload goes to a unique path
+  ``<job root>/shared/<vertex>-<i>-<sst>-<uuid8>`` and the others are only referenced;
+  every other file (``MANIFEST-*``, ``CURRENT``, ``OPTIONS-*``, ...) is private and uploaded
+  each time. A checkpoint becomes the confirmed base only through
+  :meth:`RocksDBKeyedStateBackend.notify_checkpoint_complete`, which the task must call when
+  the JobMaster reports the checkpoint complete; files of unconfirmed checkpoints are
+  uploaded again under new unique names.
+
+A restore of one such checkpoint of exactly the backend's key groups opens its files as the
+database; otherwise (rescaling) the backend's key groups are copied out of each
+(:mod:`flowray.state.rocksdb.native_snapshot`, which the heap backend reads them with too).
+
+Savepoints are canonical: the asynchronous part opens the RocksDB checkpoint read-only and
+streams it in key order -- key group by key group, every state's entries of a group before
+the next group -- into the portable keyed-state format (``flowray-keyed-v3``,
+:mod:`flowray.state.full_snapshot`: parts of about ``snapshot_part_bytes`` and an index of
+each key group's offsets; never the whole database in memory). Both backends read every
+version of that format, so state moves between the heap and the RocksDB backend through
+savepoints (and checkpoints, which the heap backend also reads). State TTL's
+``cleanup_full_snapshot`` drops expired entries from savepoints only: a native checkpoint
+holds the files as they are (as Flink documents for incremental checkpoints).
 
 >>> import tempfile
 >>> from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend

@@ -8,7 +8,6 @@ import itertools
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -42,7 +41,7 @@ from flowray.state.rocksdb.layout import (
 )
 from flowray.state.rocksdb.snapshot_writers import (
     RocksDBFullSnapshotWriter,
-    RocksDBIncrementalSnapshotWriter,
+    RocksDBNativeSnapshotWriter,
 )
 from flowray.state.rocksdb.states import (
     _STATE_CLASSES,
@@ -52,6 +51,11 @@ from flowray.state.rocksdb.states import (
 )
 from flowray.state.snapshot import IncrementalKeyedStateHandle
 from flowray.state.rocksdb.local_recovery import TaskLocalStateStore, materialize
+from flowray.state.rocksdb.native_snapshot import (
+    download_native,
+    open_native_snapshot,
+    scan_key_groups,
+)
 from flowray.state.rocksdb.states import RocksDBValueState
 from flowray.state.rocksdb.value_accessor import DEFAULT_CACHE_ENTRIES
 from flowray.state.ttl import (
@@ -63,7 +67,7 @@ from flowray.state.ttl import (
     ttl_table_name,
 )
 from flowray.common.clock import Clock, SystemClock
-from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, Rdict, WriteBatch, WriteOptions
 
 __all__ = ["RocksDBKeyedStateBackend"]
 
@@ -119,13 +123,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     earlier content of ``working_dir/db`` is discarded, :meth:`dispose` deletes the whole
     directory). The write-ahead log is off: durability comes from checkpoints.
 
-    ``incremental``: take incremental checkpoints (see the module doc); the task must then
-    call :meth:`notify_checkpoint_complete` for each completed checkpoint, or every
-    checkpoint uploads all SST files again. ``snapshot_part_bytes``: full snapshots and
-    savepoints are written and read back in parts of about this size (the memory they
-    need; :mod:`flowray.state.full_snapshot`). ``clock``: the processing-time clock of
-    state TTL (default: the system clock). ``value_cache_entries``: the write-behind cache
-    of each :meth:`value_accessor` (:mod:`flowray.state.rocksdb.value_accessor`; 0: none).
+    ``incremental``: take incremental checkpoints, else full ones, both in RocksDB's native
+    format (see the module doc); the task must call :meth:`notify_checkpoint_complete` for
+    each completed checkpoint, or every incremental checkpoint uploads all SST files again.
+    ``snapshot_part_bytes``: savepoints are written and read back in parts of about this
+    size (the memory they need; :mod:`flowray.state.full_snapshot`). ``clock``: the
+    processing-time clock of state TTL (default: the system clock). ``value_cache_entries``:
+    the write-behind cache of each :meth:`value_accessor`
+    (:mod:`flowray.state.rocksdb.value_accessor`; 0: none).
     ``local_store``: task-local recovery (:mod:`flowray.state.rocksdb.local_recovery`):
     checkpoints (never savepoints) keep their RocksDB directory there, and a restore of one
     of them opens that copy instead of reading checkpoint storage."""
@@ -318,17 +323,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return self._kinds.get(name)
 
     def _scan(self, cf: Rdict, first: int, last: int, values: bool) -> Iterator[Any]:
-        """Raw entries of key groups ``first..last``: seek to the first group's prefix and
-        stop at the next group's. (No ``ReadOptions`` iterate bounds: rocksdict 0.3.29 keeps
-        pointers to the bound bytes without owning them.)"""
-        stop = _kg_prefix(last + 1)
-        it = (
-            cf.items(from_key=_kg_prefix(first)) if values else cf.keys(from_key=_kg_prefix(first))
-        )
-        for entry in it:
-            if (entry[0] if values else entry)[:2] >= stop:
-                return
-            yield entry
+        return scan_key_groups(cf, first, last, values)
 
     def get_keys(self, state_name: str) -> Iterator[Any]:
         self._flush_accessors(state_name)
@@ -350,27 +345,25 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> KeyedSnapshotWriter:
-        """Create a RocksDB checkpoint (hard links) now; the writer streams it into the
-        portable format (full) or uploads it (incremental) later. A savepoint is always a
-        full snapshot."""
+        """Create a RocksDB checkpoint (hard links) now; the writer uploads its files later
+        (a checkpoint: RocksDB's native format, incremental or full) or streams it into the
+        portable format (a savepoint, always full and canonical)."""
         if self._db is None:
             raise StateAccessError("cannot snapshot a disposed backend")
         self._flush_accessors()  # the checkpoint holds every write before the barrier
         kinds = {name: kind.value for name, kind in self._kinds.items()}
-        if self.incremental and not savepoint:
-            return self._snapshot_incremental(checkpoint_id, kinds)
+        if not savepoint:
+            return self._snapshot_native(checkpoint_id, kinds)
         if not kinds:
             return RocksDBFullSnapshotWriter(None, {}, self.key_group_range)
         os.makedirs(self._snapshot_dir, exist_ok=True)
-        path = os.path.join(self._snapshot_dir, f"chk-{checkpoint_id}-{next(self._snapshot_seq)}")
+        path = os.path.join(self._snapshot_dir, f"sp-{checkpoint_id}-{next(self._snapshot_seq)}")
         Checkpoint(self._db).create_checkpoint(path)
         purges = {n: p for n, p in self._ttl_purges.items() if n in kinds}
         return RocksDBFullSnapshotWriter(path, kinds, self.key_group_range,
                                          part_bytes=self.snapshot_part_bytes,
                                          ttl_purges=purges,
-                                         now_ms=self.ttl_clock.now_ms() if purges else 0,
-                                         keep_local=None if savepoint
-                                         else self._keeper(checkpoint_id, kinds))
+                                         now_ms=self.ttl_clock.now_ms() if purges else 0)
 
     def _keeper(self, checkpoint_id: int,
                 kinds: Dict[str, str]) -> Optional[Callable[[str], str]]:
@@ -381,12 +374,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         rng = (self.key_group_range.start, self.key_group_range.end)
         return lambda path: store.store(checkpoint_id, path, rng, dict(kinds))
 
-    def _snapshot_incremental(
+    def _snapshot_native(
         self, checkpoint_id: int, kinds: Dict[str, str]
-    ) -> "RocksDBIncrementalSnapshotWriter":
-        if not kinds:
-            return RocksDBIncrementalSnapshotWriter(
-                checkpoint_id, None, [], {}, self.key_group_range, {}, None, self.db_uid
+    ) -> "RocksDBNativeSnapshotWriter":
+        """A checkpoint in RocksDB's native format: incremental (SST files shared with the
+        confirmed base) or, without ``incremental``, full (every file private)."""
+        incremental = self.incremental
+        if not any(next(iter(cf.keys()), None) is not None for cf in self._cfs.values()):
+            # no state, or states registered that hold no key: nothing to restore
+            return RocksDBNativeSnapshotWriter(
+                checkpoint_id, None, [], {}, self.key_group_range, {}, None, self.db_uid,
+                shared_ssts=incremental,
             )
         for cf in self._cfs.values():
             cf.flush()
@@ -396,17 +394,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         Checkpoint(self._db).create_checkpoint(path)
         files = sorted(os.listdir(path))
         with self._upload_lock:
-            base = dict(self._confirmed)
-        return RocksDBIncrementalSnapshotWriter(
+            base = dict(self._confirmed) if incremental else {}
+        return RocksDBNativeSnapshotWriter(
             checkpoint_id,
             path,
             files,
             kinds,
             self.key_group_range,
             base,
-            self._record_uploads,
+            self._record_uploads if incremental else None,
             self.db_uid,
             keep_local=self._keeper(checkpoint_id, kinds),
+            shared_ssts=incremental,
         )
 
     def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
@@ -443,15 +442,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """SST name -> remote path of the confirmed base (for tests and diagnostics)."""
         with self._upload_lock:
             return {name: p for name, (p, _) in self._confirmed.items()}
-
-    @staticmethod
-    def _download(
-        handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes], target: str
-    ) -> None:
-        os.makedirs(target, exist_ok=True)
-        for name, remote in itertools.chain(handle.shared.items(), handle.private.items()):
-            with open(os.path.join(target, name), "wb") as f:
-                f.write(read(remote))
 
     def _replace_database(self, fill: Callable[[str], None], kinds: Dict[str, str]) -> None:
         """Replace the (empty) database by the files ``fill(folder)`` puts in its folder
@@ -501,7 +491,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         claimed: bool = True,
     ) -> None:
         """Replace the (empty) database by the checkpoint's files and reopen it."""
-        self._replace_database(lambda folder: self._download(handle, read, folder),
+        self._replace_database(lambda folder: download_native(handle, read, folder),
                                handle.state_kinds)
         self._adopt_base(handle, claimed)
 
@@ -518,54 +508,34 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if handle.db_uid:
                 self.db_uid = handle.db_uid
 
-    def _restore_incremental_by_copy(
+    def _restore_native_by_copy(
         self, handle: IncrementalKeyedStateHandle, read: Callable[[str], bytes]
     ) -> None:
-        """Copy this backend's key groups out of the checkpoint (rescaling)."""
+        """Copy this backend's key groups out of a native checkpoint (rescaling)."""
         rng = handle.key_group_range.intersection(self.key_group_range)
         if not len(rng) or not handle.state_kinds:
             return
-        tmp = tempfile.mkdtemp(prefix="restore-", dir=self.working_dir)
-        try:
-            self._download(handle, read, tmp)
-            cfs = {name: _raw_options() for name in Rdict.list_cf(tmp) if name != "default"}
-            src = Rdict(
-                tmp, _raw_options(), column_families=cfs, access_type=AccessType.read_only()
-            )
-            try:
-                for name, kind in handle.state_kinds.items():
-                    self._column_family(name, StateKind(kind))
-                    dst = self._db.get_column_family_handle(_CF_PREFIX + name)
-                    src_cf = src.get_column_family(_CF_PREFIX + name)
-                    try:
-                        batch, count = WriteBatch(raw_mode=True), 0
-                        for k, v in self._scan(src_cf, rng.start, rng.end, True):
-                            batch.put(k, v, dst)
-                            count += 1
-                            if count % 10000 == 0:
-                                self._db.write(batch, self._write_opts)
-                                batch = WriteBatch(raw_mode=True)
-                        if count % 10000:
-                            self._db.write(batch, self._write_opts)
-                    finally:
-                        src_cf.close()
-            finally:
-                src.close()
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with open_native_snapshot(handle, read, self.working_dir) as snapshot:
+            batch = _BoundedWriteBatch(self._db, self._write_opts)
+            for name, kind in snapshot.kinds.items():
+                self._column_family(name, StateKind(kind))
+                dst = self._db.get_column_family_handle(_CF_PREFIX + name)
+                for k, v in snapshot.raw_items(name, rng):
+                    batch.put(k, v, dst)
+            batch.flush()
 
     def restore(self, handles: Sequence[Any], read: Callable[[str], bytes],
                 claimed: bool = True) -> None:
-        """Load this backend's key groups from full snapshots (either format version, heap
-        or RocksDB written; v2 is read part by part, only the parts holding this backend's
-        key groups) and incremental RocksDB checkpoints. One incremental handle of exactly
-        this backend's range, restored before any state is registered, replaces the
-        database by the checkpoint's files (and its SST files become the confirmed base, so
-        the next incremental checkpoint references them); otherwise (rescaling) the key
-        groups of this backend are copied out of each checkpoint. With a ``local_store``,
-        one handle of exactly this range whose local copy is on this node is opened from
-        that copy (full or incremental) and ``read`` is not called; :attr:`restored_from`
-        tells which way it went."""
+        """Load this backend's key groups from full snapshots (any format version, heap or
+        RocksDB written; read part by part, only the parts holding this backend's key
+        groups) and native RocksDB checkpoints (full or incremental). One native checkpoint
+        of exactly this backend's range, restored before any state is registered, replaces
+        the database by the checkpoint's files (and its shared SST files become the
+        confirmed base, so the next incremental checkpoint references them); otherwise
+        (rescaling) the key groups of this backend are copied out of each checkpoint. With a
+        ``local_store``, one handle of exactly this range whose local copy is on this node
+        is opened from that copy and ``read`` is not called; :attr:`restored_from` tells
+        which way it went."""
         if self._db is None:
             raise StateAccessError("cannot restore into a disposed backend")
         for acc in self._accessors.values():  # what they cached may be overwritten
@@ -585,7 +555,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return
         for handle in handles:
             if isinstance(handle, IncrementalKeyedStateHandle):
-                self._restore_incremental_by_copy(handle, read)
+                self._restore_native_by_copy(handle, read)
             else:
                 self._restore_full(handle.path, read)
 

@@ -1,10 +1,12 @@
-"""The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` streams a
-RocksDB checkpoint into the portable ``flowray-keyed-v3`` format key group by key group
+"""The asynchronous part of RocksDB snapshots: :class:`RocksDBFullSnapshotWriter` (savepoints)
+streams a RocksDB checkpoint into the portable ``flowray-keyed-v3`` format key group by key group
 (keys and values as RocksDB stores them; :mod:`flowray.state.full_snapshot`), reading each
 column family in chunks of raw entries and cutting them at key-group boundaries by bisection,
 so no key or value is decoded or handled one by one in Python (TTL states cleaned up in
-snapshots excepted: their values are read to drop the expired ones). The incremental writer
-uploads new SST files as shared files and the rest as private ones.
+snapshots excepted: their values are read to drop the expired ones). The native writer
+(:class:`RocksDBNativeSnapshotWriter`) uploads a RocksDB checkpoint's files as they are:
+for an incremental checkpoint the SST files the confirmed base lacks as shared files and the
+rest as private ones; for a native full checkpoint every file as a private one.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from flowray.state.value_codec import decode_value, encode_value
 from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
 from rocksdict import AccessType, Rdict
 
-__all__ = ["RocksDBFullSnapshotWriter", "RocksDBIncrementalSnapshotWriter"]
+__all__ = ["RocksDBFullSnapshotWriter", "RocksDBNativeSnapshotWriter"]
 
 #: one database entry in snapshot order: (key group, state, key, value pickle, size)
 _Entry = Tuple[int, str, Any, bytes, int]
@@ -326,12 +328,15 @@ class RocksDBFullSnapshotWriter(KeyedSnapshotWriter):
             shutil.rmtree(self.checkpoint_path, ignore_errors=True)
 
 
-class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
-    """The asynchronous part of an incremental checkpoint: uploads the files of a RocksDB
-    checkpoint directory (see the module doc), reports the SST uploads to the backend
-    (``on_uploaded(checkpoint_id, {sst: (remote path, size)})``) and deletes the directory.
-    ``base``: SST name -> (remote path, size) of the last confirmed checkpoint, captured in
-    the synchronous part. Runs in any thread; uses nothing of the live database."""
+class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
+    """The asynchronous part of a checkpoint in RocksDB's native format: uploads the files
+    of a RocksDB checkpoint directory (see the module doc), reports the SST uploads to the
+    backend (``on_uploaded(checkpoint_id, {sst: (remote path, size)})``) and deletes the
+    directory. ``base``: SST name -> (remote path, size) of the last confirmed checkpoint,
+    captured in the synchronous part. ``shared_ssts=False`` (a native full checkpoint, Flink's
+    native-format snapshot): every SST file is a private file of this checkpoint, uploaded
+    again and referenced by no other (``base`` must be empty; nothing is reported). Runs in
+    any thread; uses nothing of the live database."""
 
     def __init__(
         self,
@@ -344,7 +349,11 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
         on_uploaded: Optional[Callable[[int, Dict[str, Tuple[str, int]]], None]],
         db_uid: str = "",
         keep_local: Optional[Callable[[str], str]] = None,
+        shared_ssts: bool = True,
     ) -> None:
+        if not shared_ssts and (base or on_uploaded is not None):
+            raise ValueError("a native full checkpoint neither references nor reports SST files")
+        self.shared_ssts = shared_ssts
         self.keep_local = keep_local
         self.db_uid = db_uid
         self.checkpoint_id = checkpoint_id
@@ -376,7 +385,8 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
             ssts: Dict[str, Tuple[str, int]] = {}
             uploaded = 0
             for name in self.files:
-                if name.endswith(".sst"):
+                shared_sst = self.shared_ssts and name.endswith(".sst")
+                if shared_sst:
                     known = self.base.get(name)
                     if known is not None:
                         shared[name] = known[0]
@@ -392,7 +402,7 @@ class RocksDBIncrementalSnapshotWriter(KeyedSnapshotWriter):
                 n = len(data) if n is None else n
                 uploaded += n
                 sizes[remote] = n
-                if name.endswith(".sst"):
+                if shared_sst:
                     shared[name] = remote
                     ssts[name] = (remote, n)
                 else:

@@ -193,15 +193,20 @@ def test_stop_with_savepoint_and_rescale_1_3_2_commits_what_one_run_would(tmp_pa
     assert len(by_phase[1]) == 3 and len(by_phase[2]) == 2
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb-incremental"])
+@pytest.mark.parametrize("backends", [
+    ("hashmap", "hashmap"),
+    ("rocksdb-incremental", "rocksdb-incremental"),
+    ("rocksdb", "hashmap"),
+], ids=["heap", "rocksdb-incremental", "rocksdb-full-to-heap"])
 def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_parallelism(
-        tmp_path, backend):
+        tmp_path, backends):
     """RETAIN_ON_CANCELLATION keeps the checkpoints of a cancelled job; the user finds the
     latest by the job's name and restores from it as from a savepoint (rescaled 2 -> 3).
-    The new job never builds on the old job's files (they stay the user's)."""
+    The new job never builds on the old job's files (they stay the user's). A RocksDB
+    checkpoint (native SST files) restores on the heap backend too."""
     from flowray import find_retained_checkpoints
 
-    def submit(parallelism, restore_from=None):
+    def submit(parallelism, backend, restore_from=None):
         env = StreamExecutionEnvironment.get_execution_environment()
         settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
                     "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
@@ -225,7 +230,7 @@ def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_paralle
             .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
         return env.execute_async("retained"), source
 
-    client, source = submit(2)
+    client, source = submit(2, backends[0])
     wait_until(lambda: PER_PHASE in source.fired_markers(), 120, "the source to hold")
     checkpoint = client.trigger_checkpoint(timeout_s=60)
     sink = TransactionalTestingSink(str(tmp_path / "out"))
@@ -237,7 +242,7 @@ def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_paralle
     old_files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.dirname(checkpoint))
                        for f in fs)
 
-    client, _ = submit(3, restore_from=found.path)
+    client, _ = submit(3, backends[1], restore_from=found.path)
     result = client.wait(180)
     assert result.outcome.restarts == 0
     per_key = 2 * PER_PHASE // KEYS

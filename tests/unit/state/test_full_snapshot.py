@@ -210,7 +210,8 @@ def test_checksums_of_the_task_cover_the_index_and_the_index_covers_the_parts(ba
     expected = fill(b, 1000)
     storage = DictStorage()
     recorder = ChecksumRecorder()
-    handle = b.snapshot(1).write(recorder.recording(storage.write_file), "chk-1/op-0.keyed")
+    handle = b.snapshot(1, savepoint=True).write(recorder.recording(storage.write_file),
+                                                 "chk-1/op-0.keyed")
     expected_sums = recorder.for_paths([handle.path])
     r = backends("heap")
     r.restore([handle], verifying_reader(storage.read, expected_sums))

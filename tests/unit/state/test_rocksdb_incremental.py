@@ -185,18 +185,27 @@ def test_empty_backend_writes_nothing(make):
     assert storage.files == {}
 
 
-def test_full_snapshots_still_restore(make):
+def test_savepoints_and_native_full_checkpoints_restore_into_either_mode(make):
     storage = DictStorage()
     b = make(incremental=False)
     data = {f"k{i}": i for i in range(50)}
     fill(b, data)
-    h = b.snapshot(1).write(storage.write_file, keyed_path(1))
-    assert type(h) is KeyedStateHandle
+    savepoint = b.snapshot(1, savepoint=True).write(storage.write_file, keyed_path(1))
+    assert type(savepoint) is KeyedStateHandle  # canonical
+    full = b.snapshot(5).write(storage.write_file, keyed_path(5))
+    # a full checkpoint: RocksDB's files, every one of them private to this checkpoint
+    assert type(full) is IncrementalKeyedStateHandle and full.shared == {}
+    assert any(name.endswith(".sst") for name in full.private)
+    assert all(p.startswith(full.path + "/") for p in full.private.values())
+    assert full.size == full.full_size == sum(full.file_sizes.values())
     fill(b, {"later": 1})
-    for incremental in (False, True):
-        r = make(incremental=incremental)
-        r.restore([h], storage.read)
-        assert read_values(r) == data
+    for h in (savepoint, full):
+        for incremental in (False, True):
+            r = make(incremental=incremental)
+            r.restore([h], storage.read)
+            assert read_values(r) == data
+    b.notify_checkpoint_complete(5)
+    assert b.confirmed_sst_files() == {}  # a full checkpoint is no base
     # an incremental handle restores into a non-incremental backend as well
     bi = make()
     fill(bi, data)
@@ -204,3 +213,42 @@ def test_full_snapshots_still_restore(make):
     r = make(incremental=False)
     r.restore([hi], storage.read)
     assert read_values(r) == data
+
+
+def test_the_heap_backend_restores_incremental_and_full_checkpoints_split_in_two(make):
+    """A job that ran on RocksDB restored on the heap backend from a checkpoint, rescaled
+    1 -> 2: an incremental one (its SST files shared with an earlier checkpoint) and a full
+    one; keys deleted after the base checkpoint stay deleted."""
+    from flowray.state.heap_backend import HeapKeyedStateBackend
+
+    storage = DictStorage()
+    data = {f"k{i}": i for i in range(300)}
+    for incremental in (True, False):
+        b = make(incremental=incremental)
+        fill(b, data)
+        base, _ = checkpoint(b, storage, 10 if incremental else 20)
+        later = {"k1": -1, "new": 5}
+        fill(b, later)
+        b.set_current_key("k2")
+        b.get_partitioned_state(ValueStateDescriptor("v")).clear()
+        h, _ = checkpoint(b, storage, 11 if incremental else 21)
+        if incremental:
+            assert set(base.shared.values()) & set(h.shared.values())  # references the base
+        else:
+            assert h.shared == {}
+        expected = {**{k: v for k, v in data.items() if k != "k2"}, **later}
+        seen = {}
+        for rng in (KeyGroupRange(0, 63), KeyGroupRange(64, MAXP - 1)):
+            heap = HeapKeyedStateBackend(rng, MAXP)
+            heap.restore([h], storage.read)
+            got = read_values(heap)
+            assert all(assign_to_key_group(k, MAXP) in rng for k in got)
+            seen.update(got)
+        assert seen == expected, incremental
+
+
+def test_a_checkpoint_of_states_that_hold_no_key_is_none(make):
+    for incremental in (True, False):
+        b = make(incremental=incremental)
+        b.get_partitioned_state(ValueStateDescriptor("v"))  # registered, never written
+        assert b.snapshot(1).write(DictStorage().write_file, keyed_path(1)) is None
