@@ -283,8 +283,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             plain = type(self).set_current_key
 
             def keys_of_group(kg: int) -> List[Any]:
-                return [decode_key(k, 2) for k in self._scan(self._cfs[table_name], kg, kg,
-                                                               False)]
+                cf = self._cfs[table_name]
+                return [decode_key(k, 2) for k in scan_key_groups(cf, kg, kg, False)]
 
             state.sweep = TtlCleanupCursor(
                 self, state, compaction.get_query_time_after_num_entries(),
@@ -322,15 +322,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def state_kind(self, name: str) -> Optional[StateKind]:
         return self._kinds.get(name)
 
-    def _scan(self, cf: Rdict, first: int, last: int, values: bool) -> Iterator[Any]:
-        return scan_key_groups(cf, first, last, values)
-
     def get_keys(self, state_name: str) -> Iterator[Any]:
         self._flush_accessors(state_name)
         cf = self._cfs.get(state_name)
         if cf is None or not len(self.key_group_range):
             return iter(())
-        scan = self._scan(cf, self.key_group_range.start, self.key_group_range.end, False)
+        scan = scan_key_groups(cf, self.key_group_range.start, self.key_group_range.end, False)
         return (decode_key(k, 2) for k in scan)
 
     def iter_key_group(self, state_name: str, key_group: int) -> Iterator[Tuple[Any, Any]]:
@@ -340,7 +337,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return iter(())
         return iter(
             [(decode_key(k, 2), decode_value(v))
-             for k, v in self._scan(cf, key_group, key_group, True)]
+             for k, v in scan_key_groups(cf, key_group, key_group, True)]
         )
 
     # -- checkpoints -------------------------------------------------------------------

@@ -35,6 +35,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from itertools import groupby
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from flowray.state.key_groups import KeyGroupRange
@@ -94,17 +95,10 @@ class NativeSnapshotReader:
         ``key_group_range`` that holds entries, state by state; values are
         :mod:`flowray.state.value_codec` bytes."""
         for name in self.kinds:
-            group: List[Tuple[Any, bytes]] = []
-            current = -1
-            for k, v in self.raw_items(name, key_group_range):
-                kg = int.from_bytes(k[:2], "big")
-                if kg != current and group:
-                    yield current, name, group
-                    group = []
-                current = kg
-                group.append((decode_key(k, 2), v))
-            if group:
-                yield current, name, group
+            for prefix, entries in groupby(self.raw_items(name, key_group_range),
+                                           key=lambda kv: kv[0][:2]):
+                yield (int.from_bytes(prefix, "big"), name,
+                       [(decode_key(k, 2), v) for k, v in entries])
 
 
 @contextmanager
