@@ -1,10 +1,16 @@
 # flowray: `make run` runs the main example on an embedded local Ray; `make test` runs the tests.
-PYTHON ?= python3.11
+# A Python 3.11 interpreter: python3.11, or python3 when that is 3.11.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || \
+	{ python3 --version 2>&1 | grep -q '^Python 3\.11\.' && command -v python3; } || echo python3.11)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit bench java-check clean
+# the Kafka broker's jars (tests and `make kafka`), resolved by Maven from tools/kafka/pom.xml
+KAFKA_LIB := .cache/kafka/lib
+KAFKA_STAMP := $(KAFKA_LIB)/.resolved
+
+.PHONY: run test unit bench java-check mvn-check postgres kafka kafka-jars clean
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { \
@@ -16,8 +22,39 @@ java-check:
 	  echo "       Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
 	  exit 1; }
 
+mvn-check:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "error: Maven is required to resolve the Kafka broker the tests run and 'mvn' is not on PATH."; \
+	  echo "       Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y maven"; \
+	  exit 1; }
+
+$(KAFKA_STAMP): tools/kafka/pom.xml
+	@$(MAKE) --no-print-directory mvn-check
+	rm -rf $(KAFKA_LIB)
+	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies \
+	  -DoutputDirectory=$(CURDIR)/$(KAFKA_LIB) -DincludeScope=runtime
+	@touch $(KAFKA_STAMP)
+
+kafka-jars: $(KAFKA_STAMP)
+
+# PostgreSQL (Debian's package) for the JDBC sink's tests: installed when pg_ctl is missing
+postgres:
+	@if command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "PostgreSQL is missing: installing Debian's postgresql package"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+	  echo "error: PostgreSQL is required by the JDBC sink's tests and pg_ctl was not found."; \
+	  echo "       Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y postgresql"; \
+	  exit 1; fi
+
+# a Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...) for the examples; Ctrl-C stops it
+kafka: java-check $(STAMP) $(KAFKA_STAMP)
+	$(PY) -m tests.support.servers kafka
+
 $(VENV)/bin/python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (flowray needs Python 3.11)"; exit 1; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (flowray needs Python 3.11; set PYTHON=/path/to/python3.11)"; exit 1; }
+	@$(PYTHON) --version 2>&1 | grep -q '^Python 3\.11\.' || { echo "error: $(PYTHON) is $$($(PYTHON) --version 2>&1), flowray needs Python 3.11 (set PYTHON=/path/to/python3.11)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
@@ -28,7 +65,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 run: java-check $(STAMP)
 	$(PY) examples/spark_pipeline.py
 
-test: java-check $(STAMP)
+test: java-check postgres $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pytest -q tests
 
 unit: $(STAMP)
@@ -53,4 +90,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/columnar.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .cache

@@ -264,6 +264,9 @@ class OperatorContext:
     auto_watermark_interval_ms: int = 200
     #: the job's configuration (Flink keys -> values, as the task got it)
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: the job's id (stays the same across failovers of the job; a restore from a
+    #: savepoint is another job)
+    job_id: str = ""
 
     def runtime_context(self, operator_name: str) -> RuntimeContext:
         return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,

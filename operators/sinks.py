@@ -22,12 +22,18 @@ __all__ = [
 @dataclass(frozen=True)
 class SinkWriterContext:
     """What a sink's subtask knows of its task. ``config``: the job's configuration
-    (Flink keys -> values, as the task got it; empty when driven by hand)."""
+    (Flink keys -> values, as the task got it; empty when driven by hand); ``job_id`` and
+    ``operator_uid`` name the job and the sink operator (empty when driven by hand);
+    ``restored_checkpoint_id``: the checkpoint this subtask's state was restored from
+    (``None``: started without state)."""
 
     subtask_index: int
     parallelism: int
     attempt_number: int = 0
     config: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    job_id: str = ""
+    operator_uid: str = ""
+    restored_checkpoint_id: Optional[int] = None
 
 
 class SinkWriter(abc.ABC):

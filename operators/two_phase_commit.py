@@ -116,7 +116,8 @@ class TwoPhaseCommitSink(abc.ABC):
 
     def open(self, context: SinkWriterContext) -> None:
         """Called first in each subtask: its index, the parallelism, the attempt number,
-        the job's configuration."""
+        the job's configuration, the job id, the operator uid and the checkpoint the
+        subtask restores (``None``: none)."""
 
     @abc.abstractmethod
     def begin_transaction(self) -> Any:
@@ -129,6 +130,13 @@ class TwoPhaseCommitSink(abc.ABC):
     @abc.abstractmethod
     def pre_commit(self, transaction: Any) -> None:
         """Flush ``transaction``; afterwards ``commit`` must be able to succeed."""
+
+    def pre_commit_checkpoint(self, transaction: Any, checkpoint_id: Optional[int]) -> None:
+        """``pre_commit`` for checkpoint ``checkpoint_id`` (``None``: the end of a bounded
+        input without checkpointing). Override it instead of ``pre_commit`` when the
+        transaction's durable name needs the checkpoint (a database's prepared
+        transaction id)."""
+        self.pre_commit(transaction)
 
     @abc.abstractmethod
     def commit(self, transaction: Any) -> None:
@@ -176,13 +184,16 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
         return [self.sink]
 
     # -- lifecycle ---------------------------------------------------------------------
-    def _open_sink(self) -> None:
+    def _open_sink(self, restored_checkpoint_id: Optional[int] = None) -> None:
         if self._sink_open:
             return
         ctx = self.ctx
         context = (SinkWriterContext(ctx.subtask_index, ctx.parallelism, ctx.attempt_number,
-                                     ctx.config)
-                   if ctx is not None else SinkWriterContext(0, 1, 0))
+                                     ctx.config, job_id=ctx.job_id,
+                                     operator_uid=self.uid or "",
+                                     restored_checkpoint_id=restored_checkpoint_id)
+                   if ctx is not None else
+                   SinkWriterContext(0, 1, 0, restored_checkpoint_id=restored_checkpoint_id))
         try:
             self.sink.open(context)
         except Exception as e:
@@ -191,7 +202,7 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
 
     def initialize_state(self, context: StateInitializationContext) -> None:
         """Open the sink, recover the transactions of a restored checkpoint, begin one."""
-        self._open_sink()
+        self._open_sink(context.get_restored_checkpoint_id())
         self._state = context.get_operator_state_store().get_list_state(
             ListStateDescriptor(TWO_PHASE_COMMIT_STATE))
         self._pending = {}
@@ -241,7 +252,7 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
             raise RuntimeError(f"{self.name}: checkpoint {cid} after the sink committed its "
                                f"last transaction")
         try:
-            self.sink.pre_commit(self._current)
+            self.sink.pre_commit_checkpoint(self._current, cid)
             self._pending[cid] = self._current
             self._begin()
         except Exception as e:
@@ -271,7 +282,7 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
         transaction after every pending one. Afterwards no records are accepted."""
         try:
             if self._has_current:
-                self.sink.pre_commit(self._current)
+                self.sink.pre_commit_checkpoint(self._current, None)
             for cid in sorted(self._pending):
                 self.sink.commit(self._pending.pop(cid))
             if self._has_current:

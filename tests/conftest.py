@@ -22,3 +22,23 @@ def ray_session():
 def env(ray_session):
     from flowray import StreamExecutionEnvironment
     return StreamExecutionEnvironment.get_execution_environment()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """One real Kafka broker (KRaft, jars from tools/kafka/pom.xml) per test run, on a free
+    loopback port. Tests make their own topics (unique names), so they do not interfere."""
+    from tests.support.servers import KafkaBroker
+    broker = KafkaBroker().start()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL cluster (initdb in a temp folder, max_prepared_transactions > 0)
+    per test run, on a free loopback port. Tests make their own tables."""
+    from tests.support.servers import PostgresCluster
+    cluster = PostgresCluster().start()
+    yield cluster
+    cluster.close()

@@ -293,6 +293,7 @@ class StreamTask:
             batch_execution=self.batch_execution,
             auto_watermark_interval_ms=config.get(AUTO_WATERMARK_INTERVAL),
             config=dict(tdd.config),
+            job_id=tdd.job_id,
             job_parameters=config.get(GLOBAL_JOB_PARAMETERS),  # ExecutionConfig's
             # operators with work in other threads (async I/O) hand results back through
             # the mailbox and give up waiting when the task is cancelled
