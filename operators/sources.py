@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional, Sequence
 
 from flowray.state.descriptors import ListStateDescriptor
 
@@ -39,6 +39,7 @@ from flowray.operators.base import (
     StreamOperator,
     UserFunctionError,
 )
+from flowray.operators.split_watermarks import SplitWatermarkMultiplexer
 from flowray.operators.watermarks import WatermarkEmission, check_watermark_strategy
 
 _READER_STATE = "source-reader-state"
@@ -49,6 +50,8 @@ __all__ = [
     "SourceReaderContext",
     "Source",
     "SourceReader",
+    "SplitBatch",
+    "SplitOutputReader",
     "SourceRescaleError",
     "ShareOrSplitReader",
     "IndexRangeSplit",
@@ -65,8 +68,13 @@ class Boundedness(enum.Enum):
 
 @dataclass(frozen=True)
 class SourceReaderContext:
+    """``restored``: the subtask restores a checkpoint (its splits come through
+    ``add_splits``); ``config``: the job's configuration (Flink keys -> values)."""
+
     subtask_index: int
     parallelism: int
+    restored: bool = False
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 class SourceRescaleError(ValueError):
@@ -106,10 +114,60 @@ class SourceReader(abc.ABC):
         pass
 
 
+@dataclass
+class SplitBatch:
+    """Records of one split, in the split's order, with their timestamps (``None``: the
+    records carry none); ``finished``: the split has ended with these records."""
+
+    split_id: Any
+    records: List[Any]
+    timestamps: Optional[List[Any]] = None
+    finished: bool = False
+
+
+class SplitOutputReader(SourceReader):
+    """A reader whose records say which split they come from, so the source can generate
+    watermarks per split (Kafka partitions) and carry the records' own timestamps.
+
+    ``poll_split_batches`` replaces ``poll_next``: ``None`` once every split has ended,
+    ``[]`` when nothing is available now, else one :class:`SplitBatch` per split that had
+    records (or ended). ``split_ids()`` lists the splits the reader reads now, and
+    ``splits_version`` changes whenever that list does.
+    """
+
+    splits_version = 0
+
+    @abc.abstractmethod
+    def poll_split_batches(self, max_records: int) -> Optional[List[SplitBatch]]: ...
+
+    @abc.abstractmethod
+    def split_ids(self) -> List[Any]: ...
+
+    def poll_next(self, max_records: int) -> Optional[List[Any]]:
+        batches = self.poll_split_batches(max_records)
+        if batches is None:
+            return None
+        return [r for b in batches for r in b.records]
+
+    def checkpoint_taken(self, checkpoint_id: int, state: Any) -> None:
+        """``state`` (what ``snapshot_state`` just returned) is in checkpoint
+        ``checkpoint_id``."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed."""
+
+
 class Source(abc.ABC):
-    """A picklable source definition; each subtask gets its own reader."""
+    """A picklable source definition; each subtask gets its own reader.
+
+    ``union_split_state = True``: on restore every subtask's reader is given every
+    checkpointed split (union redistribution) and keeps the ones it owns; the source then
+    decides ownership itself (Kafka: Flink's owner function of topic and partition), which
+    keeps a split discovered at run time with exactly one reader across rescaling.
+    """
 
     default_name = "Custom Source"
+    union_split_state = False
 
     def get_boundedness(self) -> Boundedness:
         return Boundedness.BOUNDED
@@ -288,7 +346,10 @@ class SourceOperator(StreamOperator):
         """The reader's position lives in operator list state: one element per split
         (split-based sources, dealt out again on rescale) or one per subtask."""
         store = context.get_operator_state_store()
-        self._split_state = store.get_list_state(ListStateDescriptor(_SPLIT_STATE))
+        self._split_state = (
+            store.get_union_list_state(ListStateDescriptor(_SPLIT_STATE))
+            if getattr(self.source, "union_split_state", False)
+            else store.get_list_state(ListStateDescriptor(_SPLIT_STATE)))
         self._position = store.get_list_state(ListStateDescriptor(_READER_STATE))
         restored = context.is_restored()
         self._restored_splits = list(self._split_state.get()) if restored else None
@@ -296,19 +357,32 @@ class SourceOperator(StreamOperator):
 
     def open(self) -> None:
         self._emission: Optional[WatermarkEmission] = None
+        self._split_mux: Optional[SplitWatermarkMultiplexer] = None
+        ctx = self.ctx
+        try:
+            restored = (getattr(self, "_restored_splits", None) is not None
+                        or bool(getattr(self, "_restored_position", None)))
+            self.reader = self.source.create_reader(
+                SourceReaderContext(ctx.subtask_index, ctx.parallelism, restored,
+                                    dict(ctx.config)))
+        except Exception as e:
+            raise self.user_error(e) from e
+        self._per_split = isinstance(self.reader, SplitOutputReader)
+        self._splits_version = None
         strategy = self.watermark_strategy
         if strategy is not None and not strategy.is_no_watermarks() or (
                 strategy is not None and strategy.has_timestamp_assigner()):
-            ctx = self.ctx
             interval = 0 if ctx.batch_execution else ctx.auto_watermark_interval_ms
-            self._emission = WatermarkEmission(strategy, self.name, self.output,
-                                               ctx.processing_time_service.clock, interval)
-            self._next_periodic = (ctx.processing_time_service.clock.monotonic_ms() + interval
-                                   if interval > 0 else None)
-        ctx = self.ctx
+            clock = ctx.processing_time_service.clock
+            if self._per_split:
+                self._split_mux = SplitWatermarkMultiplexer(strategy, self.name, self.output,
+                                                            clock)
+                self._periodic_interval = interval
+            else:
+                self._emission = WatermarkEmission(strategy, self.name, self.output, clock,
+                                                   interval)
+            self._next_periodic = (clock.monotonic_ms() + interval if interval > 0 else None)
         try:
-            self.reader = self.source.create_reader(
-                SourceReaderContext(ctx.subtask_index, ctx.parallelism))
             self._split_based = self._assign_splits()
             if not self._split_based:
                 self._restore_position()
@@ -363,12 +437,63 @@ class SourceOperator(StreamOperator):
                     f"states for a split-based source, got {type(position).__name__}"))
             self._split_state.update(list(position))
             self._position.clear()
+            if self._per_split:
+                self.reader.checkpoint_taken(context.checkpoint_id, position)
         else:
             self._position.update([_SubtaskPosition(self.ctx.subtask_index,
                                                     self.ctx.parallelism, position)])
 
+    def _emit_split_batches(self, max_records: int) -> Optional[int]:
+        """A :class:`SplitOutputReader`'s batches: records with their own timestamps,
+        watermarks per split."""
+        reader, mux = self.reader, self._split_mux
+        try:
+            batches = reader.poll_split_batches(max_records)
+            if mux is None:
+                if batches is None:
+                    return None
+                n = 0
+                for b in batches:
+                    if b.records:
+                        self.output.emit(b.records, b.timestamps)
+                        n += len(b.records)
+                return n
+            if reader.splits_version != self._splits_version:
+                self._splits_version = reader.splits_version
+                mux.set_splits(reader.split_ids())
+            if batches is None:
+                return None
+            n = 0
+            for b in batches:
+                mux.emit(b.split_id, b.records, b.timestamps)
+                n += len(b.records)
+                if b.finished:
+                    mux.split_finished(b.split_id)
+            next_periodic = self._next_periodic
+            if next_periodic is not None:
+                now = self.ctx.processing_time_service.clock.monotonic_ms()
+                if now >= next_periodic:
+                    mux.periodic_emit()
+                    self._next_periodic = now + self._periodic_interval
+            return n
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        super().notify_checkpoint_complete(checkpoint_id)
+        reader = getattr(self, "reader", None)
+        if isinstance(reader, SplitOutputReader):
+            try:
+                reader.notify_checkpoint_complete(checkpoint_id)
+            except Exception as e:
+                raise self.user_error(e) from e
+
     def emit_next(self, max_records: int) -> Optional[int]:
         """Emit one batch; the number emitted, or ``None`` when the source has ended."""
+        if self._per_split:
+            return self._emit_split_batches(max_records)
         try:
             batch = self.reader.poll_next(max_records)
         except Exception as e:
@@ -398,6 +523,8 @@ class SourceOperator(StreamOperator):
         """The reader ended: the final watermark (``MAX_WATERMARK``)."""
         if self._emission is not None:
             self._emission.end()
+        elif self._split_mux is not None:
+            self._split_mux.end()
         else:
             self.output.emit_watermark(MAX_WATERMARK)
 

@@ -745,3 +745,15 @@ EXP_DELAY_ATTEMPTS_BEFORE_RESET = register_option(
     "Restarts allowed before the backoff is reset; more fail the job.",
     check=_at_least_one,
 )
+
+
+# -- connectors -------------------------------------------------------------------------
+KAFKA_CONNECT_TIMEOUT = register_option(
+    "flowray.kafka.connect-timeout",
+    parse_duration_ms,
+    30_000,
+    "How long a Kafka source or sink keeps retrying, with back-off, a broker it cannot "
+    "reach (at start, and when the connection is lost while the job runs) before it fails "
+    "its task with an error naming the bootstrap servers.",
+    check=_positive,
+)

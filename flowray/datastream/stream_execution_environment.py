@@ -299,6 +299,7 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
     def _submit(
         self, transformations: Sequence[Transformation], job_name: Optional[str]
     ) -> JobClient:
+        _validate_against_job(transformations, self._config)
         job = self._prepare(job_name, list(transformations))
         hooks = _driver_hooks(transformations)
         for fn in hooks:
@@ -348,6 +349,19 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
 
     def close(self) -> None:
         self._transformations.clear()
+
+
+def _validate_against_job(transformations: Iterable[Any], config: Configuration) -> None:
+    """At submission: user functions that check themselves against the job's settings
+    (``validate_job_config(checkpoint_interval_ms)``, e.g. a Kafka sink's transaction
+    timeout) raise a clear error before anything runs."""
+    interval = config.get(CHECKPOINTING_INTERVAL)
+    for t in transformations:
+        op = getattr(t, "operator", None)
+        for fn in op.user_functions() if op is not None else []:
+            check = getattr(fn, "validate_job_config", None)
+            if callable(check):
+                check(interval)
 
 
 def _driver_hooks(transformations: Iterable[Any]) -> List[Any]:
