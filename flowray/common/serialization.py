@@ -17,7 +17,7 @@ import codecs
 from typing import Any
 
 __all__ = ["Encoder", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema",
-           "SimpleStringSchema", "ByteArraySchema"]
+           "SimpleStringSchema", "ByteArraySchema", "RowFieldExtractorSchema"]
 
 
 class Encoder:
@@ -105,3 +105,36 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
 
     def deserialize(self, message: bytes) -> bytes:
         return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """Serializes a record to the bytes held in its field ``field_index`` (a ``Row`` or any
+    indexable record), as PyFlink's: the field must already be bytes; ``None`` stays
+    ``None`` (a Kafka record without key).
+
+    >>> RowFieldExtractorSchema(1).serialize((b"key", b"value"))
+    b'value'
+    >>> RowFieldExtractorSchema(0).serialize(("not bytes",))
+    Traceback (most recent call last):
+    ...
+    TypeError: RowFieldExtractorSchema(0): field 0 must be bytes, got str 'not bytes'
+    """
+
+    def __init__(self, field_index: int) -> None:
+        if not isinstance(field_index, int) or field_index < 0:
+            raise ValueError(f"Field index must be non-negative, got: {field_index}")
+        self.field_index = field_index
+
+    def serialize(self, element: Any) -> Any:
+        i = self.field_index
+        try:
+            value = element[i]
+        except (IndexError, TypeError, KeyError):
+            raise ValueError(f"RowFieldExtractorSchema({i}): the record has no field {i}: "
+                             f"{element!r}") from None
+        if value is None or isinstance(value, bytes):
+            return value
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(f"RowFieldExtractorSchema({i}): field {i} must be bytes, got "
+                        f"{type(value).__name__} {value!r}")

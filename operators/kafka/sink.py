@@ -365,7 +365,7 @@ class KafkaSinkBase(TwoPhaseCommitSink):
         config.setdefault("partitioner", "murmur2_random")  # the Java client's partitioning
         config.setdefault("linger.ms", "5")
         config.setdefault("queue.buffering.max.messages", "1000000")
-        config["delivery.report.only.error"] = "true"
+        config["delivery.report.only.error"] = True
         config["on_delivery"] = self._errors
         if transactional is not None:
             config["transactional.id"] = transactional

@@ -56,7 +56,7 @@ from flowray.operators.kafka.source import (
 
 from flowray.datastream.connectors.base import DeliveryGuarantee
 
-__all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaSink", "KafkaSinkBuilder",
+__all__ = ["DeliveryGuarantee", "KafkaSource", "KafkaSourceBuilder", "KafkaSink", "KafkaSinkBuilder",
            "KafkaTopicPartition", "KafkaOffsetResetStrategy", "KafkaOffsetsInitializer",
            "KafkaRecordSerializationSchema", "KafkaRecordSerializationSchemaBuilder",
            "KafkaTopicSelector", "KafkaRecordDeserializationSchema", "KafkaRecord",
