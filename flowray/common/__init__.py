@@ -20,7 +20,14 @@ from flowray.common.serialization import (
 # PyFlink's pyflink.common.JobClient & co. live in the runtime: imported on first use
 _RUNTIME_NAMES = {"JobClient": "flowray.common.job_client",
                   "JobExecutionResult": "flowray.common.job_execution_result",
-                  "JobStatus": "flowray.common.job_status"}
+                  "JobStatus": "flowray.common.job_status",
+                  # pyflink.common also exposes the row formats (PyFlink's _install())
+                  "JsonRowSerializationSchema": "flowray.datastream.formats.json",
+                  "JsonRowDeserializationSchema": "flowray.datastream.formats.json",
+                  "CsvRowSerializationSchema": "flowray.datastream.formats.csv",
+                  "CsvRowDeserializationSchema": "flowray.datastream.formats.csv",
+                  "AvroRowSerializationSchema": "flowray.datastream.formats.avro",
+                  "AvroRowDeserializationSchema": "flowray.datastream.formats.avro"}
 
 
 def __getattr__(name: str) -> object:
