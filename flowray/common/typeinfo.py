@@ -349,13 +349,14 @@ def _java_string(value: object, type_info: Optional[TypeInformation]) -> str:
 def record_formatter(type_info: Optional[TypeInformation]) -> "Callable[[object], str]":
     """How ``print()`` shows a record of ``type_info``, as PyFlink does: records of a
     declared ``Types.TUPLE`` print as Java's ``Tuple.toString`` (``(hi,0,5,4)``), of a
-    ``Types.ROW`` as Java's ``Row.toString`` (``+I[hi, 4]``); untyped (pickled) records
+    ``Types.ROW`` as PyFlink 2.3 prints them (``+I[hi,4]``, measured with its Kafka examples);
+    untyped (pickled) records
     print as Python's ``str``.
 
     >>> record_formatter(Types.TUPLE([Types.STRING(), Types.INT()]))(("hi", 4))
     '(hi,4)'
     >>> record_formatter(Types.ROW([Types.STRING(), Types.BOOLEAN()]))(("hi", True))
-    '+I[hi, true]'
+    '+I[hi,true]'
     >>> record_formatter(None)(("hi", 4))
     "('hi', 4)"
     """
@@ -375,7 +376,7 @@ def record_formatter(type_info: Optional[TypeInformation]) -> "Callable[[object]
             types = fields_r if len(fields_r) == len(values) else [None] * len(values)
             kind = getattr(record, "get_row_kind", None)
             prefix = str(kind()) if kind is not None else "+I"
-            return prefix + "[" + ", ".join(_java_string(v, t) for v, t in zip(values, types)) + "]"
+            return prefix + "[" + ",".join(_java_string(v, t) for v, t in zip(values, types)) + "]"
         return row_string
     return str
 

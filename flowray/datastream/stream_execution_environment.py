@@ -242,6 +242,9 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
         op = SourceOperator(source, name, watermark_strategy)
         declare_output_type(op, type_info)  # records are converted to it, as in PyFlink
         t = self._add(OperatorTransformation(op))
+        if type_info is None:  # a source that knows what it produces (a Kafka deserializer)
+            produced = getattr(source, "get_produced_type", None)
+            type_info = produced() if callable(produced) else None
         t.output_type = type_info
         return DataStream(self, t)
 

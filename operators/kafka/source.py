@@ -214,6 +214,20 @@ class KafkaSourceDefinitionSource(Source):
     def create_splits(self, parallelism: int) -> List[Any]:
         return []  # readers find their partitions themselves (split_owner)
 
+    def get_produced_type(self) -> Any:
+        """The type of the records the deserializer produces, when it says (a JSON, CSV or
+        Avro row schema); ``None`` otherwise."""
+        deserializer = self.definition.deserializer
+        schema = getattr(deserializer, "schema", deserializer)
+        for name in ("get_produced_type", "get_type_info"):
+            fn = getattr(schema, name, None)
+            if callable(fn):
+                try:
+                    return fn()
+                except Exception:
+                    return None
+        return None
+
     def create_reader(self, context: SourceReaderContext) -> "KafkaSourceReader":
         return KafkaSourceReader(self.definition, context)
 
@@ -501,10 +515,17 @@ class KafkaSourceReader(SplitOutputReader):
         schema = self._value_schema
         try:
             if self._batch_values is not None:
-                return self._batch_values([m.value() for m in run]), timestamps
-            if schema is not None:
+                records = self._batch_values([m.value() for m in run])
+            elif schema is not None:
                 deserialize = schema.deserialize
-                return [deserialize(m.value()) for m in run], timestamps
+                records = [deserialize(m.value()) for m in run]
+            else:
+                records = None
+            if records is not None:
+                if None in records:  # a message that gives no record (Flink drops it)
+                    kept = [(r, t) for r, t in zip(records, timestamps) if r is not None]
+                    return [r for r, _ in kept], [t for _, t in kept]
+                return records, timestamps
         except Exception:
             pass  # find the record that failed, below
         records: List[Any] = []
@@ -512,7 +533,8 @@ class KafkaSourceReader(SplitOutputReader):
         for m, ts in zip(run, timestamps):
             try:
                 if schema is not None:
-                    out: Any = [schema.deserialize(m.value())]
+                    value = schema.deserialize(m.value())
+                    out: Any = [] if value is None else [value]
                 else:
                     out = self._deserializer.deserialize(KafkaRecord(
                         m.topic(), m.partition(), m.offset(), ts, m.key(), m.value(),
