@@ -19,8 +19,15 @@ from flowray.datastream.connectors.file_system import (
     RollingPolicy,
     StreamFormat,
 )
+from flowray.datastream.connectors.kafka import KafkaSource
+from flowray.datastream.connectors.jdbc import (
+    JdbcConnectionOptions,
+    JdbcExecutionOptions,
+    JdbcSink,
+)
 
 __all__ = ["Boundedness", "CollectionSource", "NumberSequenceSource", "Sink", "SinkWriter",
            "SinkWriterContext", "Source", "SourceReader", "SourceReaderContext",
            "DeliveryGuarantee", "FileSink", "FileSource", "FileSourceBuilder",
-           "OutputFileConfig", "RollingPolicy", "StreamFormat"]
+           "OutputFileConfig", "RollingPolicy", "StreamFormat", "KafkaSource", "JdbcSink",
+           "JdbcConnectionOptions", "JdbcExecutionOptions"]
