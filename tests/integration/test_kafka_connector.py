@@ -222,3 +222,28 @@ def test_idle_partition_does_not_hold_back_event_time_windows(ray_session, kafka
     results.close()
     # [0, 10 s) holds two events, [10 s, 20 s) one; [20 s, 30 s) waits for later events
     assert got == [("a", 2), ("a", 1)]
+
+
+def test_a_partition_added_while_the_job_runs_is_read_from_its_start(ray_session,
+                                                                      kafka_broker):
+    topic = topic_name("grow")
+    kafka_broker.create_topic(topic, 1)
+    produce(kafka_broker, topic, [(0, f"old{i}") for i in range(10)])
+    env = _env(parallelism=2)
+    source = _source(kafka_broker, topic, bounded=False,
+                     partition_discovery_interval_ms=200)
+    results = env.from_source(source, WatermarkStrategy.no_watermarks(),
+                              "kafka").execute_and_collect("discovery")
+    got = []
+    for value in results:
+        got.append(value)
+        if len(got) == 10:
+            # every record of the first partition is read: the topic grows
+            kafka_broker.add_partitions(topic, 3)
+            produce(kafka_broker, topic, [(p, f"new{p}-{i}") for p in (1, 2)
+                                          for i in range(5)])
+        if len(got) == 20:
+            break
+    results.close()
+    assert sorted(got) == sorted([f"old{i}" for i in range(10)]
+                                 + [f"new{p}-{i}" for p in (1, 2) for i in range(5)])
