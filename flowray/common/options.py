@@ -757,3 +757,12 @@ KAFKA_CONNECT_TIMEOUT = register_option(
     "its task with an error naming the bootstrap servers.",
     check=_positive,
 )
+
+TASK_STDOUT_TO_CLIENT = register_option(
+    "flowray.task-stdout-to-client",
+    parse_bool,
+    True,
+    "Lines that user functions print to stdout inside task actors appear on the stdout of "
+    "the client that runs the attached job (as PyFlink's local mode shows a UDF's print()); "
+    "false leaves them in the Ray workers' logs. Detached jobs always leave them there.",
+)

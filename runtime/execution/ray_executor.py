@@ -46,12 +46,15 @@ from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.runtime.execution.cluster import NAMESPACE, ensure_ray
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.common.options import (
+    TASK_STDOUT_TO_CLIENT,
     ATTACHED,
     JOB_MASTER_MAX_RESTARTS,
     PROGRESS_INTERVAL,
 )
 from flowray.common.configuration import Configuration
-from flowray.runtime.execution.executor import JobExecutor, PreparedJob
+from flowray.runtime.execution.executor import JobExecutor, PreparedJob, driver_channel_id
+from flowray.runtime.execution.task_stdout import TASK_STDOUT
+from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.runtime.execution.storage_reach import check_storage_reachable
 from flowray.runtime.messages import TaskFailure
 from flowray.runtime.network.tls import TlsSettings
@@ -218,6 +221,10 @@ class RayExecutor(JobExecutor):
         tls = TlsSettings.from_config(config)
         if tls is not None:
             tls.check()  # an unusable certificate fails here, naming the file
+        if not detached and config.get(TASK_STDOUT_TO_CLIENT):
+            job.driver_sinks[TASK_STDOUT] = ("print", [
+                driver_channel_id(TASK_STDOUT, SubtaskId(v.id, i))
+                for v in job.job_graph.vertices.values() for i in range(v.parallelism)])
         ensure_ray(config, cluster_required=detached)
         check_storage_reachable(config, sum(1 for n in ray.nodes() if n.get("Alive")))
         unplaceable = unplaceable_tasks(

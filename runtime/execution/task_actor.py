@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -24,6 +25,8 @@ from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescr
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
 from flowray.runtime.messages import TaskResult
+from flowray.runtime.execution.executor import driver_channel_id
+from flowray.runtime.execution.task_stdout import TASK_STDOUT, TaskStdout
 from flowray.runtime.task.subtask_checkpoints import CheckpointResponder
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import frame_sequence_number
@@ -256,11 +259,37 @@ class TaskActor:
             action(task)
         if self._cancelled:
             task.cancel()
+        stdout = self._task_stdout(env, driver_addresses)
         try:
             return task.run()
         finally:
+            if stdout is not None:
+                self._restore_stdout(stdout)
             self.listener.close()
             responder.flush()
+
+    def _task_stdout(self, env: "_SocketTaskEnvironment",
+                     driver_addresses: Dict[str, Dict[str, Any]]) -> Optional[TaskStdout]:
+        """While the task runs, what user code prints goes to the client (attached jobs
+        with ``flowray.task-stdout-to-client``: the client declared the endpoint)."""
+        address = driver_addresses.get(TASK_STDOUT)
+        if address is None or address.get("stdout"):
+            return None
+        writer = env.open_driver_channel(
+            TASK_STDOUT, driver_channel_id(TASK_STDOUT, self.tdd.subtask))
+        stdout = TaskStdout(writer, sys.stdout)
+        sys.stdout = stdout
+        return stdout
+
+    @staticmethod
+    def _restore_stdout(stdout: TaskStdout) -> None:
+        sys.stdout = stdout.original
+        try:
+            stdout.end()
+        except Exception:  # the client is gone: its lines have nowhere to go
+            pass
+        finally:
+            stdout.close_channel()
 
     def _to_task(self, action: Callable[[StreamTask], None]) -> None:
         with self._lock:

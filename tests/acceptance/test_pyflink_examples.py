@@ -53,12 +53,8 @@ def test_state_ttl_example_prints_what_pyflink_prints(on_session_cluster, exampl
 # the four *_format examples write to a topic and print it back with an unbounded KafkaSource
 # (stopped once they printed what PyFlink printed; compared as multisets); the row field
 # extractor writes keyed records to a 3-partition topic and prints from inside its map
-@pytest.mark.parametrize("example", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="its map function print()s in a task actor, and a task's stdout "
-                            "does not reach the client's yet (PyFlink shows it)"))
-    if name == "kafka_row_field_extractor_example" else name
-    for name in KAFKA_EXAMPLES])
+# (its map's print() lines reach the client's stdout: flowray.task-stdout-to-client)
+@pytest.mark.parametrize("example", KAFKA_EXAMPLES)
 def test_kafka_example_prints_what_pyflink_prints(on_session_cluster, kafka_broker, example):
     output = run_with_flowray(example, kafka=kafka_broker)
     assert actual_lines(example, output) == expected_lines(example)
