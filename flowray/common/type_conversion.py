@@ -62,7 +62,8 @@ from flowray.common.typeinfo import (
 )
 from flowray.common.types import Row, RowKind, _named_class
 
-__all__ = ["RecordTypeError", "record_converter"]
+__all__ = ["RecordTypeError", "record_converter", "type_kind", "INT_BITS", "to_f32",
+           "is_sequence", "field_label"]
 
 Converter = Callable[[Any], Any]
 
@@ -128,34 +129,48 @@ def record_converter(type_info: Optional[TypeInformation]) -> Optional[Converter
     return _compile(type_info, nullable=False)
 
 
-def _compile(t: TypeInformation, nullable: bool) -> Optional[Converter]:
-    """``None``: identity (never fails)."""
-    if isinstance(t, PickledBytesTypeInfo):
-        return None
-    if isinstance(t, RowTypeInfo):
-        return _row(t, nullable)
-    if isinstance(t, TupleTypeInfo):
-        return _tuple(t, nullable)
+#: the kinds of the type classes that are not named by their instances' names
+_KINDS = ((PickledBytesTypeInfo, "PICKLED"), (RowTypeInfo, "ROW"), (TupleTypeInfo, "TUPLE"),
+          ((BasicArrayTypeInfo, ObjectArrayTypeInfo), "ARRAY"), (ListTypeInfo, "LIST"),
+          (MapTypeInfo, "MAP"), (DateTypeInfo, "SQL_DATE"), (TimeTypeInfo, "SQL_TIME"),
+          (TimestampTypeInfo, "SQL_TIMESTAMP"))
+
+
+def type_kind(t: TypeInformation) -> Optional[str]:
+    """The name conversions dispatch on: a basic or local time type's name (``INT``,
+    ``STRING``, ``LOCAL_DATE``...), ``SQL_DATE``/``SQL_TIME``/``SQL_TIMESTAMP``, ``ROW``,
+    ``TUPLE``, ``BYTES`` (``PRIMITIVE_ARRAY(BYTE)``), ``PRIMITIVE_ARRAY``, ``ARRAY`` (basic
+    or object array), ``LIST``, ``MAP``, or ``PICKLED`` (``PICKLED_BYTE_ARRAY`` and its
+    subclasses); ``None`` for a type it does not know.
+
+    >>> from flowray.common.typeinfo import Types
+    >>> [type_kind(t) for t in (Types.INT(), Types.SQL_TIMESTAMP(),
+    ...                         Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.LIST(Types.INT()))]
+    ['INT', 'SQL_TIMESTAMP', 'BYTES', 'LIST']
+    """
+    if isinstance(t, (BasicTypeInfo, LocalTimeTypeInfo)):
+        return t.name
     if isinstance(t, PrimitiveArrayTypeInfo):
         e = t.element_type
-        if isinstance(e, BasicTypeInfo) and e.name == "BYTE":
-            return _bytes(t, nullable)
-        return _array(t, nullable, elements_nullable=False)
-    if isinstance(t, (BasicArrayTypeInfo, ObjectArrayTypeInfo, ListTypeInfo)):
-        return _array(t, nullable, elements_nullable=True)
-    if isinstance(t, MapTypeInfo):
-        return _map(t, nullable)
-    if isinstance(t, LocalTimeTypeInfo):
-        return _LOCAL[t.name]()
-    if isinstance(t, DateTypeInfo):
-        return _sql_date(nullable)
-    if isinstance(t, TimeTypeInfo):
-        return _sql_time(nullable)
-    if isinstance(t, TimestampTypeInfo):
-        return _sql_timestamp(nullable)
-    if isinstance(t, BasicTypeInfo):
-        return _BASIC[t.name](nullable)
-    raise TypeError(f"no conversion for type {t!r}")
+        return "BYTES" if isinstance(e, BasicTypeInfo) and e.name == "BYTE" else "PRIMITIVE_ARRAY"
+    for cls, kind in _KINDS:
+        if isinstance(t, cls):
+            return kind
+    return None
+
+
+def _compile(t: TypeInformation, nullable: bool) -> Optional[Converter]:
+    """``None``: identity (never fails)."""
+    kind = type_kind(t)
+    if kind == "PICKLED":
+        return None
+    if kind in _SCALAR:
+        return _SCALAR[kind](nullable)
+    if kind in _LOCAL:
+        return _LOCAL[kind]()
+    if kind not in _COMPOSITE:
+        raise TypeError(f"no conversion for type {t!r}")
+    return _COMPOSITE[kind](t, nullable)
 
 
 def _none_or_fail(v: Any, nullable: bool, type_name: str, expected: str) -> None:
@@ -167,6 +182,10 @@ def _none_or_fail(v: Any, nullable: bool, type_name: str, expected: str) -> None
 
 
 # -- numbers ----------------------------------------------------------------------------------
+
+#: the bits of the integer types (``BIG_INT`` is 64-bit in PyFlink's coders, as here)
+INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64, "BIG_INT": 64}
+
 
 def _integer(name: str, bits: int) -> Callable[[bool], Converter]:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -195,7 +214,8 @@ _F32 = struct.Struct("<f")
 _F32_MAX = 3.4028234663852886e38
 
 
-def _to_f32(x: float) -> float:
+def to_f32(x: float) -> float:
+    """``x`` rounded to 32 bits (``inf`` beyond the float range, as C's and Java's casts)."""
     try:
         return _F32.unpack(_F32.pack(x))[0]
     except OverflowError:  # C's double -> float cast, as PyFlink's coder
@@ -211,11 +231,11 @@ def _real(v: Any) -> Optional[float]:
 def _float(nullable: bool) -> Converter:
     def conv(v: Any) -> Any:
         if type(v) is float:
-            return _to_f32(v)
+            return to_f32(v)
         x = _real(v)
         if x is None:
             return _none_or_fail(v, nullable, "FLOAT", "a number")
-        return _to_f32(x)
+        return to_f32(x)
     return conv
 
 
@@ -283,8 +303,7 @@ def _instant(nullable: bool) -> Converter:
 
 
 _BASIC: Dict[str, Callable[[bool], Converter]] = {
-    "BYTE": _integer("BYTE", 8), "SHORT": _integer("SHORT", 16), "INT": _integer("INT", 32),
-    "LONG": _integer("LONG", 64), "BIG_INT": _integer("BIG_INT", 64),
+    **{name: _integer(name, bits) for name, bits in INT_BITS.items()},
     "FLOAT": _float, "DOUBLE": _double, "BOOLEAN": _boolean,
     "STRING": _string("STRING"), "CHAR": _string("CHAR"), "BIG_DEC": _big_dec,
     "INSTANT": _instant,
@@ -357,8 +376,22 @@ def _local_date_time() -> Converter:
 _LOCAL = {"LOCAL_DATE": _local_date, "LOCAL_TIME": _local_time,
           "LOCAL_DATE_TIME": _local_date_time}
 
+#: the converters of the kinds made from ``nullable`` alone
+_SCALAR: Dict[str, Callable[[bool], Converter]] = {
+    **_BASIC, "SQL_DATE": _sql_date, "SQL_TIME": _sql_time, "SQL_TIMESTAMP": _sql_timestamp}
+
 
 # -- composites -------------------------------------------------------------------------------
+
+def field_label(name: str) -> str:
+    """A field's segment of an error path: ``.name``, or ``['odd name']`` when the name is
+    not an identifier.
+
+    >>> field_label("age"), field_label("first name")
+    ('.age', "['first name']")
+    """
+    return "." + name if name.isidentifier() else f"[{name!r}]"
+
 
 def _at(e: RecordTypeError, segment: str) -> RecordTypeError:
     e.segments.append(segment)
@@ -381,7 +414,7 @@ def _row_general(t: RowTypeInfo, nullable: bool) -> Converter:
     name_set = frozenset(names)
     convs = [(i, c) for i, c in
              enumerate(_compile(f, nullable=True) for f in t.field_types) if c is not None]
-    labels = ["." + name if name.isidentifier() else f"[{name!r}]" for name in names]
+    labels = [field_label(name) for name in names]
     type_name = f"ROW_NAMED({list(names)})" if names != tuple(f"f{i}" for i in range(n)) \
         else f"ROW of {n} fields"
     expected = f"a Row, tuple or list of {n} values, or a dict of fields {list(names)}"
@@ -449,7 +482,6 @@ def _tuple_general(t: TupleTypeInfo, nullable: bool) -> Converter:
 
 # -- fast paths: records that already fit pass without a copy ------------------------------
 
-_INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64, "BIG_INT": 64}
 _EXACT = {"STRING": "str", "CHAR": "str", "DOUBLE": "float", "BOOLEAN": "bool",
           "BIG_DEC": "Decimal"}
 
@@ -460,8 +492,8 @@ def _fits(t: TypeInformation, x: str, nullable: bool) -> Optional[str]:
     if isinstance(t, PickledBytesTypeInfo):
         return "True"
     expr = None
-    if isinstance(t, BasicTypeInfo) and t.name in _INT_BITS:
-        bits = _INT_BITS[t.name]
+    if isinstance(t, BasicTypeInfo) and t.name in INT_BITS:
+        bits = INT_BITS[t.name]
         expr = f"(type({x}) is int and {-(1 << (bits - 1))} <= {x} <= {(1 << (bits - 1)) - 1})"
     elif isinstance(t, BasicTypeInfo) and t.name in _EXACT:
         expr = f"type({x}) is {_EXACT[t.name]}"
@@ -520,7 +552,9 @@ def _row(t: RowTypeInfo, nullable: bool) -> Converter:
                  {"cls": cls, "new": tuple.__new__, "FIELDS": cls._fields})
 
 
-def _is_sequence(v: Any) -> bool:
+def is_sequence(v: Any) -> bool:
+    """A list, a tuple, or another sized iterable that is not text, bytes, a dict or a set
+    (what takes an array type's place)."""
     return isinstance(v, (list, tuple)) or (
         hasattr(v, "__len__") and hasattr(v, "__iter__")
         and not isinstance(v, (str, bytes, bytearray, dict, set, frozenset)))
@@ -532,7 +566,7 @@ def _array(t: Any, nullable: bool, elements_nullable: bool) -> Converter:
     expected = "a list or tuple"
 
     def conv(v: Any) -> Any:
-        if not _is_sequence(v):
+        if not is_sequence(v):
             return _none_or_fail(v, nullable, type_name, expected)
         if elem is None:
             if not elements_nullable and any(x is None for x in v):
@@ -583,3 +617,11 @@ def _map(t: MapTypeInfo, nullable: bool) -> Converter:
                 raise _at(e, f"[{k!r}]") from None
         return out
     return conv
+
+
+#: the converters of the kinds made from the type and ``nullable``
+_COMPOSITE: Dict[str, Callable[[Any, bool], Converter]] = {
+    "ROW": _row, "TUPLE": _tuple, "MAP": _map, "BYTES": _bytes,
+    "PRIMITIVE_ARRAY": lambda t, nullable: _array(t, nullable, elements_nullable=False),
+    "ARRAY": lambda t, nullable: _array(t, nullable, elements_nullable=True),
+    "LIST": lambda t, nullable: _array(t, nullable, elements_nullable=True)}

@@ -186,7 +186,9 @@ def test_hostile_connections_to_every_listener_of_a_running_job(ray_session, tmp
     wait_until(lambda: len(endpoints()["tasks"]) == tasks, 120, "every task to listen")
     found = endpoints()
     listeners = list(found["tasks"].values()) + list(found["driver"].values())
-    assert len(found["driver"]) == 1 and len(listeners) == tasks + 1
+    # the collect sink's endpoint and the tasks' stdout (flowray.task-stdout-to-client)
+    assert len(found["driver"]) == 2 and "task-stdout" in found["driver"]
+    assert len(listeners) == tasks + 2
     silent = []
     for address in listeners:
         silent += _attack(address, marker)

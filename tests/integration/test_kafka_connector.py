@@ -247,3 +247,52 @@ def test_a_partition_added_while_the_job_runs_is_read_from_its_start(ray_session
     results.close()
     assert sorted(got) == sorted([f"old{i}" for i in range(10)]
                                  + [f"new{p}-{i}" for p in (1, 2) for i in range(5)])
+
+
+def test_offsets_are_committed_to_the_group_when_checkpoints_complete(ray_session,
+                                                                       kafka_broker, tmp_path):
+    topic = topic_name("commit")
+    kafka_broker.create_topic(topic, 2)
+    produce(kafka_broker, topic, [(i % 2, f"v{i}") for i in range(200)])
+    group = f"monitor-{topic}"
+    env = _env(parallelism=1, checkpoint_ms=100, tmp_path=tmp_path)
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka_broker.bootstrap_servers)
+              .set_topics(topic).set_group_id(group)
+              .set_value_only_deserializer(SimpleStringSchema()).build())
+    results = env.from_source(source, WatermarkStrategy.no_watermarks(),
+                              "kafka").execute_and_collect("commit-offsets")
+    got = []
+    for value in results:
+        got.append(value)
+        if len(got) == 200:
+            break
+    watcher = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers,
+                        "group.id": group})
+
+    def committed_to_the_end():
+        found = watcher.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)],
+                                  timeout=5)
+        return [tp.offset for tp in found] == [100, 100]
+
+    try:
+        wait_until(committed_to_the_end, 60, "the group's offsets at the end", poll_s=0.1)
+    finally:
+        watcher.close()
+        results.close()
+    assert len(got) == 200
+
+
+def test_an_unreachable_broker_fails_after_the_connect_timeout(ray_session):
+    from tests.support.servers import free_port
+    env = _env(parallelism=1)
+    env.get_configuration().set_string("flowray.kafka.connect-timeout", "2 s")
+    env.get_configuration().set_string("restart-strategy.type", "none")
+    address = f"127.0.0.1:{free_port()}"
+    source = (KafkaSource.builder().set_bootstrap_servers(address).set_topics("t")
+              .set_value_only_deserializer(SimpleStringSchema()).build())
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").print()
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("unreachable")
+    assert "KafkaConnectError" in str(info.value) or "KafkaConnectError" in \
+        info.value.cause_type
+    assert address in str(info.value) and "flowray.kafka.connect-timeout" in str(info.value)

@@ -31,42 +31,41 @@ job at once instead of restarting it (``recoverable = False``):
 
 >>> str(DeserializationError("JsonRowDeserializationSchema", "not JSON", b"{oops"))
 "JsonRowDeserializationSchema: cannot read message b'{oops': not JSON"
+
+The schemas' common parts are here too: :class:`RowSerializationSchema` and
+:class:`RowDeserializationSchema` (batches, pickling, equality, the message-level error
+handling), the writers of numbers and booleans both text formats share (:func:`scalar_text`,
+:func:`inline_text`), and the generated per-record functions (:func:`compile_writer`,
+:func:`compile_reader`).
 """
 
 from __future__ import annotations
 
 import re
-import struct
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from flowray.common.type_conversion import RecordTypeError
-from flowray.common.typeinfo import (
-    BasicArrayTypeInfo,
-    BasicTypeInfo,
-    DateTypeInfo,
-    ListTypeInfo,
-    LocalTimeTypeInfo,
-    MapTypeInfo,
-    ObjectArrayTypeInfo,
-    PickledBytesTypeInfo,
-    PrimitiveArrayTypeInfo,
-    RowTypeInfo,
-    TimestampTypeInfo,
-    TimeTypeInfo,
-    TupleTypeInfo,
-    TypeInformation,
+from flowray.common.serialization import DeserializationSchema, SerializationSchema
+from flowray.common.type_conversion import (
+    INT_BITS,
+    RecordTypeError,
+    field_label,
+    to_f32,
+    type_kind,
 )
+from flowray.common.typeinfo import PickledBytesTypeInfo, TypeInformation
 from flowray.common.types import Row, _named_class
 
 __all__ = ["DeserializationError", "ReadError", "RecordTypeError", "java_double", "java_float",
            "to_f32", "jackson_decimal", "java_trim", "parse_java_int", "parse_java_double",
            "parse_java_decimal", "parse_java_biginteger", "row_factory", "row_values",
-           "deserialize_all", "serialize_all", "shown", "INT_BITS", "kind_of", "VoidTypeInfo",
-           "field_label", "cut_ms", "fraction", "hms", "naive"]
+           "deserialize_all", "serialize_all", "shown", "INT_BITS", "INT_RANGES", "kind_of",
+           "VoidTypeInfo", "field_label", "cut_ms", "fraction", "hms", "naive", "micros",
+           "null_or", "scalar_text", "inline_text", "compile_writer", "compile_reader",
+           "RowSerializationSchema", "RowDeserializationSchema"]
 
-#: the bits of Flink's integer types (``BIG_INT`` is 64-bit in PyFlink, as in flowray)
-INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64, "BIG_INT": 64}
+#: the ``(lowest, highest)`` value of Flink's integer types (:data:`INT_BITS` bits each)
+INT_RANGES = {kind: (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) for kind, bits in INT_BITS.items()}
 
 _PREVIEW = 200
 
@@ -127,15 +126,6 @@ class ReadError(Exception):
 # -- Java's number text ----------------------------------------------------------------------
 
 _INF = float("inf")
-_F32 = struct.Struct("<f")
-
-
-def to_f32(x: float) -> float:
-    """``x`` rounded to 32 bits (``inf`` beyond the float range, as Java's cast)."""
-    try:
-        return _F32.unpack(_F32.pack(x))[0]
-    except OverflowError:
-        return _INF if x > 0 else -_INF
 
 
 def _java_text(negative: bool, digits: str, exp: int) -> str:
@@ -306,14 +296,16 @@ def row_values(names: Sequence[str], type_name: str) -> Callable[[Any], Sequence
 
 # -- batches ---------------------------------------------------------------------------------
 
-def serialize_all(one: Callable[[Any], bytes], elements: Iterable[Any]) -> List[bytes]:
-    """``[one(e) for e in elements]``; an error gets ``index``, the failing position."""
-    out: List[bytes] = []
+def _collect(one: Callable[[Any], Any], items: Iterable[Any],
+             indexed: Type[BaseException]) -> List[Any]:
+    """``[one(x) for x in items]``; an ``indexed`` error gets ``index``, the failing
+    position."""
+    out: List[Any] = []
     append = out.append
     try:
-        for e in elements:
-            append(one(e))
-    except Exception as err:
+        for x in items:
+            append(one(x))
+    except indexed as err:
         try:
             err.index = len(out)  # type: ignore[attr-defined]
         except AttributeError:  # pragma: no cover - exceptions with slots
@@ -322,18 +314,15 @@ def serialize_all(one: Callable[[Any], bytes], elements: Iterable[Any]) -> List[
     return out
 
 
+def serialize_all(one: Callable[[Any], bytes], elements: Iterable[Any]) -> List[bytes]:
+    """``[one(e) for e in elements]``; an error gets ``index``, the failing position."""
+    return _collect(one, elements, Exception)
+
+
 def deserialize_all(one: Callable[[bytes], Any], messages: Iterable[bytes]) -> List[Any]:
     """``[one(m) for m in messages]`` (``None`` where a message was skipped); a
     :class:`DeserializationError` gets ``index``, the failing position."""
-    out: List[Any] = []
-    append = out.append
-    try:
-        for m in messages:
-            append(one(m))
-    except DeserializationError as err:
-        err.index = len(out)
-        raise
-    return out
+    return _collect(one, messages, DeserializationError)
 
 
 # -- times -----------------------------------------------------------------------------------
@@ -360,14 +349,18 @@ def naive(t: Any) -> Any:
     return t.replace(tzinfo=None) if t.tzinfo is not None else t
 
 
+def micros(digits: Optional[str]) -> int:
+    """The microseconds of a fraction's digits (``"5"`` is 500000; beyond six cut off)."""
+    return int((digits or "").ljust(6, "0")[:6] or 0)
+
+
 # -- types -----------------------------------------------------------------------------------
 
 def kind_of(t: TypeInformation) -> str:
-    """The name a format dispatches on: a basic type's name (``INT``, ``STRING``...),
-    ``SQL_DATE``/``SQL_TIME``/``SQL_TIMESTAMP``, ``LOCAL_DATE``/``LOCAL_TIME``/
-    ``LOCAL_DATE_TIME``, ``ROW``, ``TUPLE``, ``BYTES`` (``PRIMITIVE_ARRAY(BYTE)``),
-    ``PRIMITIVE_ARRAY``, ``ARRAY`` (basic or object array), ``LIST``, ``MAP``, ``VOID`` or
-    ``PICKLED``.
+    """The name a format dispatches on: the declared types' kind
+    (:func:`~flowray.common.type_conversion.type_kind`: ``INT``, ``STRING``...,
+    ``SQL_TIMESTAMP``, ``LOCAL_DATE``..., ``ROW``, ``TUPLE``, ``BYTES``, ``PRIMITIVE_ARRAY``,
+    ``ARRAY``, ``LIST``, ``MAP``, ``PICKLED``), or ``VOID``.
 
     >>> from flowray.common.typeinfo import Types
     >>> [kind_of(t) for t in
@@ -376,30 +369,10 @@ def kind_of(t: TypeInformation) -> str:
     """
     if isinstance(t, VoidTypeInfo):
         return "VOID"
-    if isinstance(t, PickledBytesTypeInfo):
-        return "PICKLED"
-    if isinstance(t, RowTypeInfo):
-        return "ROW"
-    if isinstance(t, TupleTypeInfo):
-        return "TUPLE"
-    if isinstance(t, PrimitiveArrayTypeInfo):
-        e = t.element_type
-        return "BYTES" if isinstance(e, BasicTypeInfo) and e.name == "BYTE" else "PRIMITIVE_ARRAY"
-    if isinstance(t, (BasicArrayTypeInfo, ObjectArrayTypeInfo)):
-        return "ARRAY"
-    if isinstance(t, ListTypeInfo):
-        return "LIST"
-    if isinstance(t, MapTypeInfo):
-        return "MAP"
-    if isinstance(t, DateTypeInfo):
-        return "SQL_DATE"
-    if isinstance(t, TimeTypeInfo):
-        return "SQL_TIME"
-    if isinstance(t, TimestampTypeInfo):
-        return "SQL_TIMESTAMP"
-    if isinstance(t, (LocalTimeTypeInfo, BasicTypeInfo)):
-        return t.name
-    raise TypeError(f"unknown type information {t!r}")
+    kind = type_kind(t)
+    if kind is None:
+        raise TypeError(f"unknown type information {t!r}")
+    return kind
 
 
 class VoidTypeInfo(PickledBytesTypeInfo):
@@ -409,6 +382,225 @@ class VoidTypeInfo(PickledBytesTypeInfo):
         super().__init__("VOID")
 
 
-def field_label(name: str) -> str:
-    """``.name``, or ``['odd name']`` when not an identifier (for error paths)."""
-    return "." + name if name.isidentifier() else f"[{name!r}]"
+# -- per-field readers and writers ---------------------------------------------------------
+
+def null_or(read: Callable[[Any], Any], ignore: bool, null: Optional[str] = None
+            ) -> Callable[[Any], Any]:
+    """``read`` where ``None`` (a missing field; also ``null``, a null literal, when set)
+    reads as ``None``; with ``ignore`` (Flink's ignoreParseErrors) a value that does not read
+    is ``None`` too."""
+    if ignore:
+        literal = null is not None  # no ``s == None`` per value without one
+
+        def lenient(s: Any) -> Any:
+            if s is None or literal and s == null:
+                return None
+            try:
+                return read(s)
+            except Exception:  # noqa: BLE001 - Flink's ignoreParseErrors
+                return None
+        return lenient
+    if null is None:
+        return lambda s: None if s is None else read(s)
+    return lambda s: None if s is None or s == null else read(s)
+
+
+def scalar_text(kind: str, coerce: Callable[[Any], Any], double_text: Callable[[float], str],
+                float_text: Callable[[float], str]) -> Optional[Callable[[Any], str]]:
+    """The writer of a number or boolean value (not ``None``) of ``kind`` as both text formats
+    write it (Jackson's text of the node Flink makes): an integer's digits, ``true``/
+    ``false``, ``double_text``/``float_text`` of a double/float, a decimal as Jackson's node
+    factory keeps it. ``coerce`` applies the field type's rules (a RecordTypeError when the
+    value does not fit) to a value not of the exact Python type. ``None`` for other kinds.
+
+    >>> from flowray.common.type_conversion import record_converter
+    >>> from flowray.common.typeinfo import Types
+    >>> text = scalar_text("INT", record_converter(Types.INT()), java_double, java_float)
+    >>> text(7), text(True)
+    ('7', '1')
+    """
+    if kind in INT_RANGES:
+        lo, hi = INT_RANGES[kind]
+
+        def int_text(v: Any) -> str:
+            if type(v) is int and lo <= v <= hi:
+                return str(v)
+            return str(coerce(v))
+        return int_text
+    if kind == "BOOLEAN":
+        return lambda v: "true" if (v if type(v) is bool else coerce(v)) else "false"
+    if kind == "DOUBLE":
+        return lambda v: double_text(v if type(v) is float else coerce(v))
+    if kind == "FLOAT":
+        return lambda v: float_text(coerce(v))
+    if kind == "BIG_DEC":
+        def decimal_text(v: Any) -> str:
+            d = coerce(v)
+            if not d.is_finite():
+                raise RecordTypeError(v, "BIG_DEC", "a finite decimal")
+            return jackson_decimal(d)
+        return decimal_text
+    return None
+
+
+def inline_text(kind: str, i: int, null: str) -> str:
+    """A Python expression of a generated writer (:func:`compile_writer`) writing field
+    variable ``a{i}`` as text: ``null`` for ``None``, an int in range, a str (``S(a)``), a
+    float (``D(a)``) or a bool at once, anything else with ``w{i}(a{i})``.
+
+    >>> inline_text("DOUBLE", 2, "null")
+    "(D(a2) if type(a2) is float else 'null' if a2 is None else w2(a2))"
+    """
+    a = f"a{i}"
+    if kind in INT_RANGES:
+        lo, hi = INT_RANGES[kind]
+        fast = f"str({a}) if type({a}) is int and {lo} <= {a} <= {hi} else "
+    elif kind == "STRING":
+        fast = f"S({a}) if type({a}) is str else "
+    elif kind == "DOUBLE":
+        fast = f"D({a}) if type({a}) is float else "
+    elif kind == "BOOLEAN":
+        fast = f"'true' if {a} is True else 'false' if {a} is False else "
+    else:
+        fast = ""
+    return f"({fast}{null!r} if {a} is None else w{i}({a}))"
+
+
+#: builtins the generated functions find as globals (a dict lookup less)
+_BUILTINS = {"type": type, "int": int, "str": str, "float": float, "bool": bool, "dict": dict,
+             "isinstance": isinstance, "len": len}
+
+
+def compile_writer(body: str, values: Callable[[Any], Sequence[Any]],
+                   writers: Sequence[Optional[Callable[[Any], Any]]], labels: Sequence[str],
+                   filename: str, env: Optional[Dict[str, Any]] = None, head: str = "",
+                   none_written: bool = True) -> Callable[[Any], Any]:
+    """A generated writer of one record: ``head`` (source lines: another way out first),
+    then ``vals = values(v)`` (the record's field values, or a RecordTypeError),
+    ``a0, a1, ... = vals`` and ``return body``, an expression over them that may call
+    ``w{i}`` (``writers[i]``) and the names in ``env``. A RecordTypeError raised there is
+    raised again from the first field whose writer fails on its own value, with the field's
+    label (``labels[i]``) in its path; a ``None`` writer never fails, nor, when
+    ``none_written`` (the body writes ``None`` itself), does a ``None`` value."""
+    n = len(writers)
+    unpack = ", ".join(f"a{i}" for i in range(n)) + ", = vals" if n else "pass"
+    src = (f"def write(v):\n{head}"
+           f"    vals = values(v)\n"
+           f"    try:\n"
+           f"        {unpack}\n"
+           f"        return {body}\n"
+           f"    except RecordTypeError as e:\n"
+           f"        raise locate(e, vals) from None\n")
+
+    def locate(err: RecordTypeError, vals: Sequence[Any]) -> RecordTypeError:
+        for i, (x, write) in enumerate(zip(vals, writers)):
+            if write is None or (x is None and none_written):
+                continue
+            try:
+                write(x)
+            except RecordTypeError as e:
+                e.segments.append(labels[i])
+                return e
+        return err  # pragma: no cover - the failing field fails again
+
+    namespace: Dict[str, Any] = {f"w{i}": w for i, w in enumerate(writers)}
+    namespace.update(_BUILTINS)
+    namespace.update(env or {})
+    namespace.update(values=values, locate=locate, RecordTypeError=RecordTypeError)
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102
+    return namespace["write"]
+
+
+def compile_reader(head: Sequence[str], exprs: Sequence[str], labels: Sequence[str],
+                   make: Callable[[Any], Any], readers: Sequence[Callable[[Any], Any]],
+                   filename: str, env: Optional[Dict[str, Any]] = None) -> Callable[[Any], Any]:
+    """A generated reader of one record: ``head`` (source lines from ``def read(...):``),
+    then ``v{i} = exprs[i]`` for each field (a ReadError raised gets the field's label,
+    ``labels[i]``) and ``return make((v0, v1, ...))``; the expressions may call ``r{i}``
+    (``readers[i]``) and the names in ``env``."""
+    lines = list(head)
+    for i, expr in enumerate(exprs):
+        lines += ["    try:",
+                  f"        v{i} = {expr}",
+                  "    except ReadError as e:",
+                  f"        raise e.at({labels[i]!r}) from None"]
+    lines.append("    return make((" + "".join(f"v{i}, " for i in range(len(exprs))) + "))")
+    namespace: Dict[str, Any] = {f"r{i}": r for i, r in enumerate(readers)}
+    namespace.update(_BUILTINS)
+    namespace.update(env or {})
+    namespace.update(make=make, ReadError=ReadError)
+    exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)  # noqa: S102
+    return namespace["read"]
+
+
+# -- the schemas ------------------------------------------------------------------------------
+
+class _RowSchema:
+    """What the schemas share: ``_STATE`` names the settings (each in attribute
+    ``_<name>``) that pickle and compare, ``_HASHED`` those that hash; ``_build`` compiles
+    the per-record functions from them (again after unpickling). ``_who`` names the schema
+    in errors."""
+
+    _who = ""
+    _STATE: Tuple[str, ...] = ()
+    _HASHED: Tuple[str, ...] = ()
+
+    def _build(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {k: getattr(self, "_" + k) for k in self._STATE}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        for k in self._STATE:
+            setattr(self, "_" + k, state[k])
+        self._build()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and \
+            self.__getstate__() == other.__getstate__()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__,) + tuple(getattr(self, "_" + k) for k in self._HASHED))
+
+
+class RowSerializationSchema(_RowSchema, SerializationSchema):
+    """The base of the formats' serialization schemas."""
+
+    def serialize_batch(self, elements: List[Any]) -> List[bytes]:
+        """``[serialize(e) for e in elements]`` in one call; an error has ``index``."""
+        return serialize_all(self.serialize, elements)
+
+
+class RowDeserializationSchema(_RowSchema, DeserializationSchema):
+    """The base of the formats' deserialization schemas: ``deserialize`` reads a message with
+    ``_read`` (which raises :class:`ReadError` for one that does not read)."""
+
+    _ignore_parse_errors: bool
+
+    def _read(self, message: bytes) -> Any:
+        raise NotImplementedError
+
+    def deserialize(self, message: bytes) -> Optional[Any]:
+        """The row in ``message`` (``None`` for a message that holds none, and with
+        ``ignore_parse_errors`` for one that does not read); else a
+        :class:`DeserializationError`."""
+        if message is None:
+            if self._ignore_parse_errors:
+                return None
+            raise DeserializationError(self._who, "the message is None")
+        try:
+            return self._read(message)
+        except ReadError as e:
+            if self._ignore_parse_errors:
+                return None
+            raise DeserializationError(self._who, str(e), message) from None
+
+    def deserialize_batch(self, messages: List[bytes]) -> List[Any]:
+        """``[deserialize(m) for m in messages]`` in one call (``None`` where a message
+        gave none); a :class:`DeserializationError` has ``index``, the failing position."""
+        return deserialize_all(self.deserialize, messages)
+
+    def get_produced_type(self) -> Any:
+        """The row type of the records read."""
+        return self._type_info  # type: ignore[attr-defined]

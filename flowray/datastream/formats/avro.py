@@ -59,22 +59,22 @@ import io
 import json as _json
 import uuid as _uuid
 from decimal import Decimal
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import fastavro
 
-from flowray.common.serialization import DeserializationSchema, SerializationSchema
 from flowray.common.type_conversion import RecordTypeError, record_converter
 from flowray.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TypeInformation, Types
 from flowray.datastream.formats._common import (
     DeserializationError,
+    RowDeserializationSchema,
+    RowSerializationSchema,
     VoidTypeInfo,
-    deserialize_all,
+    compile_writer,
+    cut_ms,
     field_label,
     row_factory,
     row_values,
-    serialize_all,
-    shown,
 )
 
 __all__ = ["AvroSchema", "GenericRecordAvroTypeInfo", "AvroRowSerializationSchema",
@@ -264,6 +264,20 @@ def _nullable_branch(node: List[Any]) -> Optional[Any]:
     return None
 
 
+Make = Callable[[Any, "_Named", Dict[str, Converter]], Optional[Converter]]
+
+
+def _union(node: List[Any], named: "_Named", memo: Dict[str, Converter], make: Make
+           ) -> Optional[Converter]:
+    """``make``'s converter of a union's branch ``X`` (:func:`_nullable_branch`), passing
+    ``None`` through; ``None`` (the value as it is) for a general union."""
+    inner = _nullable_branch(node)
+    conv = None if inner is None else make(inner, named, memo)
+    if conv is None:
+        return None
+    return lambda v: None if v is None else conv(v)
+
+
 # -- writing -----------------------------------------------------------------------------------
 
 _CHECKED = {"boolean": Types.BOOLEAN(), "int": Types.INT(), "long": Types.LONG(),
@@ -280,14 +294,8 @@ def _writer(node: Any, named: _Named, memo: Dict[str, Converter]) -> Optional[Co
     """A function making fastavro's datum of a value (``None``: the value as it is)."""
     node = named.resolve(node)
     avro, logical = _type_of(node)
-    if avro == "union":
-        inner = _nullable_branch(node)
-        if inner is None:
-            return None  # a general union: fastavro picks the branch, as Avro does
-        conv = _writer(inner, named, memo)
-        if conv is None:
-            return None
-        return lambda v: None if v is None else conv(v)
+    if avro == "union":  # a general union: fastavro picks the branch, as Avro does
+        return _union(node, named, memo, _writer)
     if avro == "null":
         return _null_only
     if avro in _CHECKED and logical is None:
@@ -345,7 +353,7 @@ def _record_writer(node: Dict[str, Any], named: _Named, memo: Dict[str, Converte
     n = len(names)
 
     def inline(i: int) -> str:
-        a, c = f"a{i}", f"c{i}"
+        a, w = f"a{i}", f"w{i}"
         if convs[i] is None:
             return a
         avro, logical = _type_of(named.resolve(fields[i]["type"]))
@@ -357,34 +365,9 @@ def _record_writer(node: Dict[str, Any], named: _Named, memo: Dict[str, Converte
                         f"9223372036854775807",
                 "string": f"type({a}) is str", "double": f"type({a}) is float",
                 "boolean": f"type({a}) is bool"}.get(avro if logical is None else "")
-        return f"({a} if {fast} else {c}({a}))" if fast else f"{c}({a})"
+        return f"({a} if {fast} else {w}({a}))" if fast else f"{w}({a})"
 
-    if n:
-        body = "{" + ", ".join(f"{names[i]!r}: {inline(i)}" for i in range(n)) + "}"
-        unpack = ", ".join(f"a{i}" for i in range(n)) + ", = vals"
-    else:
-        body, unpack = "{}", "pass"
-    src = (f"def write(v):\n"
-           f"    if isinstance(v, dict):\n"
-           f"        return from_dict(v)\n"
-           f"    vals = values(v)\n"
-           f"    try:\n"
-           f"        {unpack}\n"
-           f"        return {body}\n"
-           f"    except RecordTypeError as e:\n"
-           f"        raise locate(e, vals) from None\n")
-
-    def locate(err: RecordTypeError, vals: Sequence[Any]) -> RecordTypeError:
-        for i, x in enumerate(vals):
-            if convs[i] is None:
-                continue
-            try:
-                convs[i](x)  # type: ignore[misc]
-            except RecordTypeError as e:
-                e.segments.append(labels[i])
-                return e
-        return err  # pragma: no cover - the failing field fails again
-
+    body = "{" + ", ".join(f"{names[i]!r}: {inline(i)}" for i in range(n)) + "}"
     by_name = dict(zip(names, zip(convs, labels)))
 
     def from_dict(v: Dict[str, Any]) -> Dict[str, Any]:
@@ -403,13 +386,12 @@ def _record_writer(node: Dict[str, Any], named: _Named, memo: Dict[str, Converte
                 raise e from None
         return out
 
-    namespace: Dict[str, Any] = {f"c{i}": convs[i] for i in range(n)}
-    namespace.update(values=values, locate=locate, RecordTypeError=RecordTypeError,
-                     from_dict=from_dict, type=type, int=int, str=str, float=float, bool=bool,
-                     dict=dict, isinstance=isinstance)
-    exec(compile(src, f"<Avro writer of {name}>", "exec"), namespace)  # noqa: S102
-    cell.append(namespace["write"])
-    return namespace["write"]
+    write = compile_writer(body, values, convs, labels, f"<Avro writer of {name}>",
+                           {"from_dict": from_dict},
+                           head="    if isinstance(v, dict):\n        return from_dict(v)\n",
+                           none_written=False)
+    cell.append(write)
+    return write
 
 
 def _problem(node: Any, v: Any, named: _Named, path: List[str]
@@ -497,10 +479,6 @@ def _problem(node: Any, v: Any, named: _Named, path: List[str]
 
 # -- reading -----------------------------------------------------------------------------------
 
-def _ms_time(t: _dt.time) -> _dt.time:
-    return t.replace(microsecond=t.microsecond // 1000 * 1000)
-
-
 def _ms_timestamp(d: _dt.datetime) -> _dt.datetime:
     return d.replace(microsecond=d.microsecond // 1000 * 1000, tzinfo=None)
 
@@ -509,18 +487,12 @@ def _reader(node: Any, named: _Named, memo: Dict[str, Converter]) -> Optional[Co
     """A function making Flink's value of fastavro's datum (``None``: as it is)."""
     node = named.resolve(node)
     avro, logical = _type_of(node)
-    if avro == "union":
-        inner = _nullable_branch(node)
-        if inner is None:
-            return None  # Flink's "generic" value: as Avro gives it
-        conv = _reader(inner, named, memo)
-        if conv is None:
-            return None
-        return lambda v: None if v is None else conv(v)
+    if avro == "union":  # a general union is Flink's "generic" value: as Avro gives it
+        return _union(node, named, memo, _reader)
     if logical in ("timestamp-millis", "timestamp-micros"):
         return _ms_timestamp
     if logical == "time-micros":
-        return _ms_time
+        return cut_ms
     if avro == "record":
         return _record_reader(node, named, memo)
     if avro == "array":
@@ -610,7 +582,27 @@ def _produced(node: Any, named: _Named, busy: frozenset) -> TypeInformation:
 
 # -- the schemas -------------------------------------------------------------------------------
 
-class AvroRowSerializationSchema(SerializationSchema):
+class _AvroRowSchema:
+    """What both Avro schemas keep: the record schema (which is what pickles, compares and
+    hashes)."""
+
+    _STATE = _HASHED = ("schema",)
+    _who: str
+
+    def __init__(self, record_class: str = None, avro_schema_string: str = None) -> None:
+        _no_record_class(record_class, self._who)
+        self._schema = _schema_of(avro_schema_string, self._who)
+        self._build()
+
+    def get_schema(self) -> AvroSchema:
+        """The Avro schema."""
+        return self._schema
+
+    def __repr__(self) -> str:
+        return f"{self._who}(avro_schema_string={str(self._schema)!r})"
+
+
+class AvroRowSerializationSchema(_AvroRowSchema, RowSerializationSchema):
     """Writes a row as the Avro binary encoding of a record of the schema (no header, no
     schema id), as Flink's ``AvroRowSerializationSchema``. ``avro_schema_string`` is the
     record schema's JSON (an :class:`AvroSchema` or a parsed JSON object also do);
@@ -624,10 +616,7 @@ class AvroRowSerializationSchema(SerializationSchema):
     [b'\\x00\\x00', b'\\x02\\x06\\x02\\x02a\\x00']
     """
 
-    def __init__(self, record_class: str = None, avro_schema_string: str = None) -> None:
-        _no_record_class(record_class, "AvroRowSerializationSchema")
-        self._schema = _schema_of(avro_schema_string, "AvroRowSerializationSchema")
-        self._build()
+    _who = "AvroRowSerializationSchema"
 
     def _build(self) -> None:
         parsed = self._schema._parsed
@@ -660,32 +649,8 @@ class AvroRowSerializationSchema(SerializationSchema):
             raise self._fail(element, datum, e) from None
         return buf.getvalue()
 
-    def serialize_batch(self, elements: List[Any]) -> List[bytes]:
-        """``[serialize(e) for e in elements]`` in one call; an error has ``index``."""
-        return serialize_all(self.serialize, elements)
 
-    def get_schema(self) -> AvroSchema:
-        """The Avro schema."""
-        return self._schema
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"schema": self._schema}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._schema = state["schema"]
-        self._build()
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._schema == other._schema  # type: ignore
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._schema))
-
-    def __repr__(self) -> str:
-        return f"AvroRowSerializationSchema(avro_schema_string={str(self._schema)!r})"
-
-
-class AvroRowDeserializationSchema(DeserializationSchema):
+class AvroRowDeserializationSchema(_AvroRowSchema, RowDeserializationSchema):
     """Reads a message holding the Avro binary encoding of one record of the schema as a
     :class:`~flowray.common.types.Row` named by its fields, as Flink's
     ``AvroRowDeserializationSchema``. ``avro_schema_string`` is the record schema's JSON;
@@ -705,10 +670,7 @@ class AvroRowDeserializationSchema(DeserializationSchema):
     flowray.datastream.formats._common.DeserializationError: AvroRowDeserializationSchema: cannot read message b'\\x80': not an Avro record R: the message ends before the record does
     """
 
-    def __init__(self, record_class: str = None, avro_schema_string: str = None) -> None:
-        _no_record_class(record_class, "AvroRowDeserializationSchema")
-        self._schema = _schema_of(avro_schema_string, "AvroRowDeserializationSchema")
-        self._build()
+    _who = "AvroRowDeserializationSchema"
 
     def _build(self) -> None:
         self._parsed = fastavro.parse_schema(_strip_raw_logical(self._schema.to_json()))
@@ -717,25 +679,21 @@ class AvroRowDeserializationSchema(DeserializationSchema):
         self._name = self._parsed["name"]
 
     def deserialize(self, message: bytes) -> Any:
-        """The row in ``message``."""
+        """The row in ``message`` (Flink's Avro row format has no option to skip a message
+        that does not read: a :class:`DeserializationError`)."""
         if message is None:
-            raise DeserializationError("AvroRowDeserializationSchema", "the message is None")
+            raise DeserializationError(self._who, "the message is None")
         try:
             datum = fastavro.schemaless_reader(io.BytesIO(message), self._parsed, None)
         except (EOFError, IndexError, StopIteration):
             raise DeserializationError(
-                "AvroRowDeserializationSchema", f"not an Avro record {self._name}: the message "
-                "ends before the record does", message) from None
+                self._who, f"not an Avro record {self._name}: the message ends before the "
+                "record does", message) from None
         except Exception as e:  # noqa: BLE001 - fastavro raises several kinds
             raise DeserializationError(
-                "AvroRowDeserializationSchema",
-                f"not an Avro record {self._name} ({type(e).__name__}: {e})", message) from None
+                self._who, f"not an Avro record {self._name} ({type(e).__name__}: {e})",
+                message) from None
         return self._from_avro(datum)
-
-    def deserialize_batch(self, messages: List[bytes]) -> List[Any]:
-        """``[deserialize(m) for m in messages]`` in one call; a
-        :class:`DeserializationError` has ``index``, the failing position."""
-        return deserialize_all(self.deserialize, messages)
 
     def get_produced_type(self) -> RowTypeInfo:
         """The row type of the records read (Flink's ``AvroSchemaConverter`` legacy mapping:
@@ -743,23 +701,3 @@ class AvroRowDeserializationSchema(DeserializationSchema):
         ``PICKLED_BYTE_ARRAY``)."""
         named = _Named(self._schema._parsed)
         return _produced(self._schema._parsed, named, frozenset())  # type: ignore[return-value]
-
-    def get_schema(self) -> AvroSchema:
-        """The Avro schema."""
-        return self._schema
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"schema": self._schema}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._schema = state["schema"]
-        self._build()
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._schema == other._schema  # type: ignore
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._schema))
-
-    def __repr__(self) -> str:
-        return f"AvroRowDeserializationSchema(avro_schema_string={str(self._schema)!r})"

@@ -50,30 +50,34 @@ import base64
 import binascii
 import datetime as _dt
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from itertools import repeat
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from flowray.common.serialization import DeserializationSchema, SerializationSchema
 from flowray.common.type_conversion import RecordTypeError, record_converter
 from flowray.common.typeinfo import RowTypeInfo, TypeInformation, Types
 from flowray.datastream.formats._common import (
     INT_BITS,
-    DeserializationError,
     ReadError,
-    deserialize_all,
+    RowDeserializationSchema,
+    RowSerializationSchema,
+    compile_reader,
+    compile_writer,
     field_label,
     fraction,
     hms,
-    jackson_decimal,
+    inline_text,
     java_double,
     java_float,
     java_trim,
     kind_of,
+    micros,
+    null_or,
     parse_java_decimal,
     parse_java_double,
     parse_java_int,
     row_factory,
     row_values,
-    serialize_all,
+    scalar_text,
     shown,
     to_f32,
 )
@@ -117,9 +121,10 @@ def _one_char(c: Any, what: str) -> str:
 
 
 class _Layout:
-    """The CSV settings both schemas share (Jackson's ``CsvSchema`` of Flink's builders)."""
+    """The CSV settings both schemas share (Jackson's ``CsvSchema`` of Flink's builders):
+    the defaults, updated from ``state`` (a :meth:`state`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: Optional[Dict[str, Any]] = None) -> None:
         self.field_delimiter = ","
         self.line_delimiter = "\n"
         self.array_element_delimiter = ";"
@@ -127,6 +132,7 @@ class _Layout:
         self.escape_character: Optional[str] = None
         self.null_literal: Optional[str] = None
         self.allow_comments = False
+        self.__dict__.update(state or {})
 
     def state(self) -> Dict[str, Any]:
         return dict(self.__dict__)
@@ -191,30 +197,11 @@ def _text_of(t: TypeInformation, kind: str) -> Callable[[Any], str]:
     writes the node Flink makes of it."""
     coerce = record_converter(t)
     assert coerce is not None
-    if kind in INT_BITS:
-        bits = INT_BITS[kind]
-        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-        def int_text(v: Any) -> str:
-            if type(v) is int and lo <= v <= hi:
-                return str(v)
-            return str(coerce(v))
-        return int_text
+    scalar = scalar_text(kind, coerce, java_double, java_float)
+    if scalar is not None:
+        return scalar
     if kind == "STRING":
         return lambda v: v if type(v) is str else coerce(v)
-    if kind == "BOOLEAN":
-        return lambda v: "true" if (v if type(v) is bool else coerce(v)) else "false"
-    if kind == "DOUBLE":
-        return lambda v: java_double(v if type(v) is float else coerce(v))
-    if kind == "FLOAT":
-        return lambda v: java_float(coerce(v))
-    if kind == "BIG_DEC":
-        def dec_text(v: Any) -> str:
-            d = coerce(v)
-            if not d.is_finite():
-                raise RecordTypeError(v, "BIG_DEC", "a finite decimal")
-            return jackson_decimal(d)
-        return dec_text
     if kind in ("SQL_DATE", "LOCAL_DATE"):
         return lambda v: coerce(v).isoformat()
     if kind == "SQL_TIME":
@@ -245,35 +232,36 @@ def _joined(elements: Sequence[TypeInformation], positional: bool, type_name: st
     sep = layout.array_element_delimiter
     n = len(elements)
 
-    def element(text: Callable[[Any], str], x: Any) -> str:
-        return null if x is None else text(x)
+    def located(err: RecordTypeError, element_texts: Iterable[Callable[[Any], str]],
+                v: Sequence[Any]) -> RecordTypeError:
+        """The error of the first element that does not write, with its position."""
+        for i, (text, x) in enumerate(zip(element_texts, v)):
+            try:
+                if x is not None:
+                    text(x)
+            except RecordTypeError as e:
+                e.segments.append(f"[{i}]")
+                return e
+        return err  # pragma: no cover - the failing element fails again
 
     if positional:
         def row_text(v: Any) -> str:
             if not isinstance(v, (tuple, list)) or len(v) != n:
                 raise RecordTypeError(v, type_name, f"a Row, tuple or list of {n} values")
-            parts = []
-            for i, (text, x) in enumerate(zip(texts, v)):
-                try:
-                    parts.append(element(text, x))
-                except RecordTypeError as e:
-                    e.segments.append(f"[{i}]")
-                    raise e from None
-            return quote(sep.join(parts))
+            try:
+                return quote(sep.join([null if x is None else t(x) for t, x in zip(texts, v)]))
+            except RecordTypeError as e:
+                raise located(e, texts, v) from None
         return row_text
     text = texts[0]
 
     def array_text(v: Any) -> str:
         if not isinstance(v, (list, tuple)):
             raise RecordTypeError(v, type_name, "a list or tuple")
-        parts = []
-        for i, x in enumerate(v):
-            try:
-                parts.append(element(text, x))
-            except RecordTypeError as e:
-                e.segments.append(f"[{i}]")
-                raise e from None
-        return quote(sep.join(parts))
+        try:
+            return quote(sep.join([null if x is None else text(x) for x in v]))
+        except RecordTypeError as e:
+            raise located(e, repeat(text), v) from None
     return array_text
 
 
@@ -293,53 +281,13 @@ def _field_writer(t: TypeInformation, layout: _Layout,
 def _row_writer(t: RowTypeInfo, layout: _Layout) -> Callable[[Any], str]:
     quote = _quoter(layout)
     names = list(t.field_names)
-    n = len(names)
-    writers = [_field_writer(ft, layout, quote) for ft in t.field_types]
-    kinds = [kind_of(ft) for ft in t.field_types]
-    labels = [field_label(nm) for nm in names]
     null = layout.null_literal or ""
-    values = row_values(names, repr(t))
-    sep, end = layout.field_delimiter, layout.line_delimiter
-
-    def inline(i: int) -> str:
-        a, w = f"a{i}", f"w{i}"
-        if kinds[i] in INT_BITS:
-            bits = INT_BITS[kinds[i]]
-            lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-            return f"(str({a}) if type({a}) is int and {lo} <= {a} <= {hi} else " \
-                   f"NULL if {a} is None else {w}({a}))"
-        if kinds[i] == "STRING":
-            return f"(q({a}) if type({a}) is str else NULL if {a} is None else {w}({a}))"
-        if kinds[i] == "DOUBLE":
-            return f"(jd({a}) if type({a}) is float else NULL if {a} is None else {w}({a}))"
-        return f"(NULL if {a} is None else {w}({a}))"
-
-    body = f" + {sep!r} + ".join(inline(i) for i in range(n)) if n else "''"
-    unpack = ", ".join(f"a{i}" for i in range(n)) + "," if n else "_"
-    src = (f"def write(v):\n"
-           f"    vals = values(v)\n"
-           f"    try:\n"
-           f"        {unpack} = vals if {n} else None\n"
-           f"        return {body} + {end!r}\n"
-           f"    except RecordTypeError as e:\n"
-           f"        raise locate(e, vals) from None\n")
-
-    def locate(err: RecordTypeError, vals: Sequence[Any]) -> RecordTypeError:
-        for i, (x, w) in enumerate(zip(vals, writers)):
-            if x is None:
-                continue
-            try:
-                w(x)
-            except RecordTypeError as e:
-                e.segments.append(labels[i])
-                return e
-        return err  # pragma: no cover - the failing field fails again
-
-    namespace: Dict[str, Any] = {f"w{i}": writers[i] for i in range(n)}
-    namespace.update(values=values, locate=locate, RecordTypeError=RecordTypeError, q=quote,
-                     jd=java_double, NULL=null, str=str, type=type, int=int, float=float)
-    exec(compile(src, f"<CSV writer of {t!r}>", "exec"), namespace)  # noqa: S102
-    return namespace["write"]
+    texts = [inline_text(kind_of(ft), i, null) for i, ft in enumerate(t.field_types)]
+    body = f" + {layout.field_delimiter!r} + ".join(texts) if texts else "''"
+    return compile_writer(f"{body} + {layout.line_delimiter!r}", row_values(names, repr(t)),
+                          [_field_writer(ft, layout, quote) for ft in t.field_types],
+                          [field_label(nm) for nm in names], f"<CSV writer of {t!r}>",
+                          {"S": quote, "D": java_double})
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -479,10 +427,6 @@ _TIMESTAMP_RE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2}) "
                            r"([0-9]+):([0-9]+):([0-9]+)(?:\.([0-9]{1,9}))?")
 
 
-def _micros(digits: Optional[str]) -> int:
-    return int((digits or "").ljust(6, "0")[:6] or 0)
-
-
 def _reader_of(t: TypeInformation, kind: str) -> Callable[[str], Any]:
     """A function reading the text of a simple value (raises ReadError)."""
     def fail(text: str, why: str) -> ReadError:
@@ -529,7 +473,7 @@ def _reader_of(t: TypeInformation, kind: str) -> Callable[[str], Any]:
             m = _TIME_RE.fullmatch(s) or _LOCAL_TIME_RE.fullmatch(s)
             if m is None:
                 raise fail(s, "expected hh:mm:ss")
-            us = _micros(m[4]) if m.re is _LOCAL_TIME_RE else 0
+            us = micros(m[4]) if m.re is _LOCAL_TIME_RE else 0
             try:
                 return _dt.time(int(m[1]), int(m[2]), int(m[3] or 0), us)
             except ValueError as e:
@@ -542,7 +486,7 @@ def _reader_of(t: TypeInformation, kind: str) -> Callable[[str], Any]:
             m = _TIMESTAMP_RE.fullmatch(java_trim(s))
             if m is None:
                 raise fail(s, "expected yyyy-[m]m-[d]d hh:mm:ss[.f...]")
-            us = _micros(m[7])
+            us = micros(m[7])
             if millis:
                 us = us // 1000 * 1000
             try:
@@ -561,24 +505,6 @@ def _reader_of(t: TypeInformation, kind: str) -> Callable[[str], Any]:
     raise TypeError(f"no CSV reader for {t!r}")  # pragma: no cover - types are validated
 
 
-def _nullable(read: Callable[[str], Any], null: Optional[str], ignore: bool
-              ) -> Callable[[Optional[str]], Any]:
-    """The null literal (and ``None``, a missing field) reads as ``None``; with ``ignore`` a
-    field that does not read is ``None``."""
-    if ignore:
-        def lenient(s: Optional[str]) -> Any:
-            if s is None or s == null:
-                return None
-            try:
-                return read(s)
-            except Exception:  # noqa: BLE001 - Flink's ignoreParseErrors
-                return None
-        return lenient
-    if null is None:
-        return lambda s: None if s is None else read(s)
-    return lambda s: None if s is None or s == null else read(s)
-
-
 def _field_reader(t: TypeInformation, layout: _Layout, ignore: bool
                   ) -> Callable[[Optional[str]], Any]:
     kind = kind_of(t)
@@ -586,7 +512,7 @@ def _field_reader(t: TypeInformation, layout: _Layout, ignore: bool
     sep = layout.array_element_delimiter
     if kind in ("ARRAY", "ROW"):
         elements = [t.element_type] if kind == "ARRAY" else list(t.field_types)
-        readers = [_nullable(_reader_of(e, kind_of(e)), null, ignore) for e in elements]
+        readers = [null_or(_reader_of(e, kind_of(e)), ignore, null) for e in elements]
 
         def split(s: str) -> List[str]:
             return [] if not java_trim(s) else s.split(sep)
@@ -602,7 +528,7 @@ def _field_reader(t: TypeInformation, layout: _Layout, ignore: bool
                     except ReadError as e:
                         raise e.at(f"[{i}]") from None
                 return out
-            return _nullable(read_array, None, ignore)  # Jackson splits before the null test
+            return null_or(read_array, ignore)  # Jackson splits before the null test
         n = len(readers)
         make = row_factory(t.field_names)
 
@@ -620,8 +546,8 @@ def _field_reader(t: TypeInformation, layout: _Layout, ignore: bool
                 except ReadError as e:
                     raise e.at(f"[{i}]") from None
             return make(values)
-        return _nullable(read_row, None, ignore)
-    return _nullable(_reader_of(t, kind), null, ignore)
+        return null_or(read_row, ignore)
+    return null_or(_reader_of(t, kind), ignore, null)
 
 
 def _fields_reader(t: RowTypeInfo, readers: Sequence[Callable[[Optional[str]], Any]],
@@ -645,20 +571,11 @@ def _fields_reader(t: RowTypeInfo, readers: Sequence[Callable[[Optional[str]], A
             return f"(True if {x} == 'true' else False if {x} == 'false' else {r}({x}))"
         return f"{r}({x})"
 
-    lines = ["def read(fields):"]
+    head = ["def read(fields):"]
     if n:
-        lines.append("    " + ", ".join(f"x{i}" for i in range(n)) + ", = fields")
-    for i in range(n):
-        lines += ["    try:",
-                  f"        v{i} = {inline(i)}",
-                  "    except ReadError as e:",
-                  f"        raise e.at({labels[i]!r}) from None"]
-    lines.append("    return make((" + "".join(f"v{i}, " for i in range(n)) + "))")
-    namespace: Dict[str, Any] = {f"r{i}": readers[i] for i in range(n)}
-    namespace.update(make=make, ReadError=ReadError, NULL=null, int=int, len=len)
-    exec(compile("\n".join(lines) + "\n", f"<CSV reader of {t!r}>", "exec"),  # noqa: S102
-         namespace)
-    return namespace["read"]
+        head.append("    " + ", ".join(f"x{i}" for i in range(n)) + ", = fields")
+    return compile_reader(head, [inline(i) for i in range(n)], labels, make, readers,
+                          f"<CSV reader of {t!r}>", {"NULL": null})
 
 
 # -- CsvSchema ---------------------------------------------------------------------------------
@@ -728,6 +645,13 @@ class CsvSchema:
         return hash(str(self))
 
 
+def _single_char(char: Any, what: str) -> str:
+    """``char`` when it is one character (PyFlink's check and message)."""
+    if not isinstance(char, str) or len(char) != 1:
+        raise ValueError('{} must be a single char, got {}'.format(what, char))
+    return char
+
+
 class CsvSchemaBuilder:
     """Builds a :class:`CsvSchema`, as PyFlink's ``CsvSchemaBuilder``. Column types are
     flowray types (``Types.INT()``) where PyFlink takes Table API ``DataTypes``."""
@@ -743,6 +667,10 @@ class CsvSchemaBuilder:
     def build(self) -> CsvSchema:
         """The :class:`CsvSchema`."""
         return CsvSchema(self._columns, dict(self._settings))
+
+    def _set(self, setting: str, value: Any) -> "CsvSchemaBuilder":
+        self._settings[setting] = value
+        return self
 
     def _add(self, name: str, ctype: str, t: TypeInformation, sep: str = "") -> "CsvSchemaBuilder":
         if not isinstance(name, str) or not name:
@@ -793,18 +721,15 @@ class CsvSchemaBuilder:
 
     def set_allow_comments(self, allow: bool = True) -> "CsvSchemaBuilder":
         """Allow ``#`` comment lines."""
-        self._settings["allow_comments"] = bool(allow)
-        return self
+        return self._set("allow_comments", bool(allow))
 
     def set_any_property_name(self, name: str) -> "CsvSchemaBuilder":
         """The name extra columns are exposed under."""
-        self._settings["any_property_name"] = name
-        return self
+        return self._set("any_property_name", name)
 
     def disable_array_element_separator(self) -> "CsvSchemaBuilder":
         """Set the array element separator to ``""``."""
-        self._settings["array_element_separator"] = ""
-        return self
+        return self._set("array_element_separator", "")
 
     def remove_array_element_separator(self, index: int) -> "CsvSchemaBuilder":
         """Set column ``index``'s array element separator to ``""``."""
@@ -816,65 +741,48 @@ class CsvSchemaBuilder:
 
     def set_array_element_separator(self, separator: str) -> "CsvSchemaBuilder":
         """The array element separator of all columns (default ``;``)."""
-        self._settings["array_element_separator"] = separator
-        return self
+        return self._set("array_element_separator", separator)
 
     def set_column_separator(self, char: str) -> "CsvSchemaBuilder":
         """The column separator, a single character (default ``,``)."""
-        if not isinstance(char, str) or len(char) != 1:
-            raise ValueError('Column separator must be a single char, got {}'.format(char))
-        self._settings["column_separator"] = char
-        return self
+        return self._set("column_separator", _single_char(char, "Column separator"))
 
     def disable_escape_char(self) -> "CsvSchemaBuilder":
         """No escape character (the default)."""
-        self._settings["escape_char"] = None
-        return self
+        return self._set("escape_char", None)
 
     def set_escape_char(self, char: str) -> "CsvSchemaBuilder":
         """The escape character, a single character."""
-        if not isinstance(char, str) or len(char) != 1:
-            raise ValueError('Escape char must be a single char, got {}'.format(char))
-        self._settings["escape_char"] = char
-        return self
+        return self._set("escape_char", _single_char(char, "Escape char"))
 
     def set_line_separator(self, separator: str) -> "CsvSchemaBuilder":
         """The line separator written (default ``\\n``; reading takes ``\\n``, ``\\r`` and
         ``\\r\\n``)."""
-        self._settings["line_separator"] = separator
-        return self
+        return self._set("line_separator", separator)
 
     def set_null_value(self, null_value: str) -> "CsvSchemaBuilder":
         """The literal for ``None`` (default: the empty field)."""
-        self._settings["null_value"] = null_value
-        return self
+        return self._set("null_value", null_value)
 
     def disable_quote_char(self) -> "CsvSchemaBuilder":
         """No quoting."""
-        self._settings["quote_char"] = None
-        return self
+        return self._set("quote_char", None)
 
     def set_quote_char(self, char: str) -> "CsvSchemaBuilder":
         """The quote character, a single character (default ``"``)."""
-        if not isinstance(char, str) or len(char) != 1:
-            raise ValueError('Quote char must be a single char, got {}'.format(char))
-        self._settings["quote_char"] = char
-        return self
+        return self._set("quote_char", _single_char(char, "Quote char"))
 
     def set_skip_first_data_row(self, skip: bool = True) -> "CsvSchemaBuilder":
         """Skip the first data row."""
-        self._settings["skip_first_data_row"] = bool(skip)
-        return self
+        return self._set("skip_first_data_row", bool(skip))
 
     def set_strict_headers(self, strict: bool = True) -> "CsvSchemaBuilder":
         """Check the header's column names against the schema."""
-        self._settings["strict_headers"] = bool(strict)
-        return self
+        return self._set("strict_headers", bool(strict))
 
     def set_use_header(self, use: bool = True) -> "CsvSchemaBuilder":
         """The first line is a header."""
-        self._settings["use_header"] = bool(use)
-        return self
+        return self._set("use_header", bool(use))
 
     def size(self) -> int:
         """The number of columns so far."""
@@ -937,7 +845,29 @@ class _LayoutBuilder:
         return self
 
 
-class CsvRowSerializationSchema(SerializationSchema):
+class _CsvRowSchema:
+    """What both CSV schemas keep: the row type and the :class:`_Layout`; the pickled state
+    holds the layout's settings, and is read back through ``__init__`` (which checks
+    them)."""
+
+    _STATE: Tuple[str, ...]
+    _HASHED = ("type_info",)
+    _who: str
+
+    def _setup(self, type_info: RowTypeInfo, layout: Optional[Dict[str, Any]]) -> None:
+        self._type_info = _validate(type_info, self._who)
+        self._layout = _Layout(layout)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = super().__getstate__()  # type: ignore[misc]
+        state["layout"] = self._layout.state()
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+
+class CsvRowSerializationSchema(_CsvRowSchema, RowSerializationSchema):
     """Writes a row (a Row, tuple or list of the type's arity, or a dict of its fields) as
     one CSV record in UTF-8, as Flink's ``CsvRowSerializationSchema``. Build it with
     ``CsvRowSerializationSchema.Builder(type_info)...build()``.
@@ -949,10 +879,11 @@ class CsvRowSerializationSchema(SerializationSchema):
     (b'"a b"|1.0E10', b'NULL|0.5')
     """
 
+    _who = "CsvRowSerializationSchema"
+    _STATE = ("type_info", "layout")
+
     def __init__(self, type_info: RowTypeInfo, layout: Optional[Dict[str, Any]] = None) -> None:
-        self._type_info = _validate(type_info, "CsvRowSerializationSchema")
-        self._layout = _Layout()
-        self._layout.__dict__.update(layout or {})
+        self._setup(type_info, layout)
         self._build()
 
     def _build(self) -> None:
@@ -982,32 +913,15 @@ class CsvRowSerializationSchema(SerializationSchema):
         value when it does not fit the type."""
         return self._write(element).encode("utf-8")
 
-    def serialize_batch(self, elements: List[Any]) -> List[bytes]:
-        """``[serialize(e) for e in elements]`` in one call; an error has ``index``."""
-        return serialize_all(self.serialize, elements)
-
     def get_type_info(self) -> RowTypeInfo:
         """The row type the schema writes."""
         return self._type_info
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"type_info": self._type_info, "layout": self._layout.state()}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__init__(state["type_info"], state["layout"])  # type: ignore[misc]
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and \
-            self.__getstate__() == other.__getstate__()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._type_info))
 
     def __repr__(self) -> str:
         return f"CsvRowSerializationSchema({self._type_info!r}, {self._layout.state()})"
 
 
-class CsvRowDeserializationSchema(DeserializationSchema):
+class CsvRowDeserializationSchema(_CsvRowSchema, RowDeserializationSchema):
     """Reads the first CSV record of a message as a :class:`~flowray.common.types.Row` of
     the type, as Flink's ``CsvRowDeserializationSchema`` (fields by position; a trailing
     line break, and one trailing empty field, are ignored). Build it with
@@ -1021,11 +935,12 @@ class CsvRowDeserializationSchema(DeserializationSchema):
     [Row(a=7, b=datetime.date(2024, 1, 5)), Row(a=None, b=None)]
     """
 
+    _who = "CsvRowDeserializationSchema"
+    _STATE = ("type_info", "layout", "ignore_parse_errors")
+
     def __init__(self, type_info: RowTypeInfo, layout: Optional[Dict[str, Any]] = None,
                  ignore_parse_errors: bool = False) -> None:
-        self._type_info = _validate(type_info, "CsvRowDeserializationSchema")
-        self._layout = _Layout()
-        self._layout.__dict__.update(layout or {})
+        self._setup(type_info, layout)
         self._ignore_parse_errors = bool(ignore_parse_errors)
         self._build()
 
@@ -1097,44 +1012,6 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         except ReadError as e:
             raise e.at(self._labels[i]) from None
         return self._make(values)
-
-    def deserialize(self, message: bytes) -> Optional[Any]:
-        """The row in ``message`` (with ``ignore_parse_errors``, ``None`` for a message that
-        does not read)."""
-        if message is None:
-            if self._ignore_parse_errors:
-                return None
-            raise DeserializationError("CsvRowDeserializationSchema", "the message is None")
-        try:
-            return self._read(message)
-        except ReadError as e:
-            if self._ignore_parse_errors:
-                return None
-            raise DeserializationError("CsvRowDeserializationSchema", str(e), message) from None
-
-    def deserialize_batch(self, messages: List[bytes]) -> List[Any]:
-        """``[deserialize(m) for m in messages]`` in one call (``None`` where a message
-        gave none); a :class:`DeserializationError` has ``index``, the failing position."""
-        return deserialize_all(self.deserialize, messages)
-
-    def get_produced_type(self) -> RowTypeInfo:
-        """The row type of the records read."""
-        return self._type_info
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"type_info": self._type_info, "layout": self._layout.state(),
-                "ignore_parse_errors": self._ignore_parse_errors}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__init__(state["type_info"], state["layout"],  # type: ignore[misc]
-                      state["ignore_parse_errors"])
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and \
-            self.__getstate__() == other.__getstate__()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._type_info))
 
     def __repr__(self) -> str:
         return (f"CsvRowDeserializationSchema({self._type_info!r}, {self._layout.state()}, "

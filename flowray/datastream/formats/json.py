@@ -72,30 +72,34 @@ from decimal import Decimal
 from json import encoder as _json_encoder
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from flowray.common.serialization import DeserializationSchema, SerializationSchema
-from flowray.common.type_conversion import RecordTypeError, record_converter
+from flowray.common.type_conversion import RecordTypeError, is_sequence, record_converter
 from flowray.common.typeinfo import RowTypeInfo, TypeInformation, Types
 from flowray.datastream.formats._common import (
     INT_BITS,
-    DeserializationError,
+    INT_RANGES,
     ReadError,
+    RowDeserializationSchema,
+    RowSerializationSchema,
     VoidTypeInfo,
+    compile_reader,
+    compile_writer,
     cut_ms,
-    deserialize_all,
     field_label,
     fraction,
     hms,
-    jackson_decimal,
+    inline_text,
     java_double,
     java_float,
     java_trim,
     kind_of,
+    micros,
+    null_or,
     parse_java_decimal,
     parse_java_double,
     parse_java_int,
     row_factory,
     row_values,
-    serialize_all,
+    scalar_text,
     shown,
     to_f32,
 )
@@ -161,30 +165,11 @@ def _iso_time(t: Any) -> str:
 def _leaf_encoder(t: TypeInformation, kind: str) -> Encoder:
     coerce = record_converter(t)
     assert coerce is not None
-    if kind in INT_BITS:
-        bits = INT_BITS[kind]
-        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-        def enc_int(v: Any) -> str:
-            if type(v) is int and lo <= v <= hi:
-                return str(v)
-            return str(coerce(v))
-        return enc_int
+    scalar = scalar_text(kind, coerce, _json_double, _json_float)
+    if scalar is not None:
+        return scalar
     if kind in ("STRING", "CHAR"):
         return lambda v: _jstr(v if type(v) is str else coerce(v))
-    if kind == "BOOLEAN":
-        return lambda v: "true" if (v if type(v) is bool else coerce(v)) else "false"
-    if kind == "DOUBLE":
-        return lambda v: _json_double(v if type(v) is float else coerce(v))
-    if kind == "FLOAT":
-        return lambda v: _json_float(coerce(v))
-    if kind == "BIG_DEC":
-        def enc_dec(v: Any) -> str:
-            d = coerce(v)
-            if not d.is_finite():
-                raise RecordTypeError(v, "BIG_DEC", "a finite decimal")
-            return jackson_decimal(d)
-        return enc_dec
     if kind in ("SQL_DATE", "LOCAL_DATE"):
         return lambda v: '"' + coerce(v).isoformat() + '"'
     if kind in ("SQL_TIME", "LOCAL_TIME"):
@@ -203,12 +188,6 @@ def _nullable(enc: Encoder) -> Encoder:
     return lambda v: "null" if v is None else enc(v)
 
 
-def _is_sequence(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) or (
-        hasattr(v, "__len__") and hasattr(v, "__iter__")
-        and not isinstance(v, (str, bytes, bytearray, dict, set, frozenset)))
-
-
 def _array_encoder(t: Any, kind: str, where: str, who: str) -> Encoder:
     elem_t = t.element_type
     elem = _encoder(elem_t, where + "[]", who)
@@ -222,7 +201,7 @@ def _array_encoder(t: Any, kind: str, where: str, who: str) -> Encoder:
         element = _nullable(elem)
 
     def enc(v: Any) -> str:
-        if not _is_sequence(v):
+        if not is_sequence(v):
             raise RecordTypeError(v, type_name, "a list or tuple")
         try:
             return "[" + ",".join(map(element, v)) + "]"
@@ -267,63 +246,18 @@ def _map_encoder(t: Any, where: str, who: str) -> Encoder:
     return enc
 
 
-def _inline(kind: str, i: int) -> str:
-    """A Python expression writing variable ``a{i}`` (fast paths for the common types)."""
-    a, e = f"a{i}", f"e{i}"
-    if kind in INT_BITS:
-        bits = INT_BITS[kind]
-        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        return f"(str({a}) if type({a}) is int and {lo} <= {a} <= {hi} else " \
-               f"'null' if {a} is None else {e}({a}))"
-    if kind == "STRING":
-        return f"(jstr({a}) if type({a}) is str else 'null' if {a} is None else {e}({a}))"
-    if kind == "BOOLEAN":
-        return f"('true' if {a} is True else 'false' if {a} is False else " \
-               f"'null' if {a} is None else {e}({a}))"
-    if kind == "DOUBLE":
-        return f"(jd({a}) if type({a}) is float else 'null' if {a} is None else {e}({a}))"
-    return f"('null' if {a} is None else {e}({a}))"
-
-
 def _fields_encoder(names: Sequence[str], types: Sequence[TypeInformation],
                     values: Callable[[Any], Sequence[Any]], where: str, who: str) -> Encoder:
     """A function writing a record of fields ``names``/``types`` as a JSON object; ``values``
     gives a record's field values in order."""
-    n = len(names)
-    if n == 0:
-        def empty(v: Any) -> str:
-            values(v)
-            return "{}"
-        return empty
     kinds = [_check_supported(ft, where + field_label(nm), who) for nm, ft in zip(names, types)]
     encs = [_encoder(ft, where + field_label(nm), who) for nm, ft in zip(names, types)]
-    nullable = [_nullable(e) for e in encs]
-    labels = [field_label(nm) for nm in names]
-    keys = ["{" + _jstr(names[0]) + ":"] + ["," + _jstr(nm) + ":" for nm in names[1:]]
-    body = " + ".join(f"{keys[i]!r} + {_inline(kinds[i], i)}" for i in range(n))
-    unpack = ", ".join(f"a{i}" for i in range(n)) + ","
-    src = (f"def encode(v):\n"
-           f"    vals = values(v)\n"
-           f"    try:\n"
-           f"        {unpack} = vals\n"
-           f"        return {body} + '}}'\n"
-           f"    except RecordTypeError as e:\n"
-           f"        raise locate(e, vals) from None\n")
-
-    def locate(err: RecordTypeError, vals: Sequence[Any]) -> RecordTypeError:
-        for i, (x, enc) in enumerate(zip(vals, nullable)):
-            try:
-                enc(x)
-            except RecordTypeError as e:
-                e.segments.append(labels[i])
-                return e
-        return err  # pragma: no cover - the failing field fails again
-
-    namespace: Dict[str, Any] = {f"e{i}": encs[i] for i in range(n)}
-    namespace.update(values=values, locate=locate, RecordTypeError=RecordTypeError, jstr=_jstr,
-                     jd=_json_double, str=str, type=type, int=int, float=float)
-    exec(compile(src, f"<JSON writer of {where}>", "exec"), namespace)  # noqa: S102
-    return namespace["encode"]
+    keys = [("," if i else "{") + _jstr(nm) + ":" for i, nm in enumerate(names)]
+    body = " + ".join(f"{keys[i]!r} + {inline_text(kinds[i], i, 'null')}"
+                      for i in range(len(names)))
+    return compile_writer(body + " + '}'" if names else "'{}'", values, encs,
+                          [field_label(nm) for nm in names], f"<JSON writer of {where}>",
+                          {"S": _jstr, "D": _json_double})
 
 
 def _encoder(t: TypeInformation, where: str, who: str) -> Encoder:
@@ -402,7 +336,7 @@ def _bad(v: Any, kind: str, why: str) -> ReadError:
 
 def _int_decoder(kind: str) -> Decoder:
     bits = INT_BITS[kind]
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    lo, hi = INT_RANGES[kind]
     small = kind in ("BYTE", "SHORT")  # Byte.parseByte/Short.parseShort of asText
 
     def dec(v: Any) -> Any:
@@ -488,10 +422,6 @@ _TIMESTAMP_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T"
                            r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{0,9}))?Z")
 
 
-def _micros(digits: Optional[str]) -> int:
-    return int((digits or "").ljust(6, "0")[:6] or 0)
-
-
 def _date_decoder(kind: str) -> Decoder:
     def dec(v: Any) -> Any:
         m = _DATE_RE.fullmatch(_as_text(v))
@@ -526,7 +456,7 @@ def _timestamp_decoder(kind: str) -> Decoder:
         m = _TIMESTAMP_RE.fullmatch(_as_text(v))
         if m is None:
             raise _bad(v, kind, "expected an RFC 3339 timestamp yyyy-MM-ddTHH:mm:ss[.SSS]Z")
-        us = _micros(m[7])
+        us = micros(m[7])
         try:
             d = _dt.datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]),
                              us)
@@ -545,23 +475,9 @@ def _bytes_decoder(v: Any) -> Any:
         raise _bad(v, "PRIMITIVE_ARRAY(BYTE)", f"not base64 ({e})") from None
 
 
-def _field(dec: Decoder, ignore: bool) -> Decoder:
-    """``None`` stays ``None``; with ``ignore`` a value that does not read is ``None``."""
-    if ignore:
-        def lenient(v: Any) -> Any:
-            if v is None:
-                return None
-            try:
-                return dec(v)
-            except Exception:  # noqa: BLE001 - Flink's ignoreParseErrors
-                return None
-        return lenient
-    return lambda v: None if v is None else dec(v)
-
-
 def _array_decoder(t: Any, kind: str, opts: "_ReadOptions") -> Decoder:
     elem = _decoder(t.element_type, opts)
-    element = _field(elem, opts.ignore)
+    element = null_or(elem, opts.ignore)
     type_name = repr(t)
     primitive = kind == "PRIMITIVE_ARRAY"
 
@@ -582,8 +498,8 @@ def _array_decoder(t: Any, kind: str, opts: "_ReadOptions") -> Decoder:
 
 
 def _map_decoder(t: Any, opts: "_ReadOptions") -> Decoder:
-    key = _field(_decoder(t.key_type, opts), opts.ignore)
-    value = _field(_decoder(t.value_type, opts), opts.ignore)
+    key = null_or(_decoder(t.key_type, opts), opts.ignore)
+    value = null_or(_decoder(t.value_type, opts), opts.ignore)
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
@@ -604,18 +520,17 @@ def _map_decoder(t: Any, opts: "_ReadOptions") -> Decoder:
 
 def _read_inline(kind: str, i: int) -> str:
     """A Python expression reading variable ``x{i}`` (fast paths for common types)."""
-    x, f = f"x{i}", f"f{i}"
-    if kind in INT_BITS and kind not in ("BYTE", "SHORT"):
-        bits = INT_BITS[kind]
-        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        return f"({x} if type({x}) is int and {lo} <= {x} <= {hi} else {f}({x}))"
+    x, r = f"x{i}", f"r{i}"
+    if kind in INT_RANGES and kind not in ("BYTE", "SHORT"):
+        lo, hi = INT_RANGES[kind]
+        return f"({x} if type({x}) is int and {lo} <= {x} <= {hi} else {r}({x}))"
     if kind == "STRING":
-        return f"({x} if type({x}) is str else {f}({x}))"
+        return f"({x} if type({x}) is str else {r}({x}))"
     if kind == "DOUBLE":
-        return f"({x} if type({x}) is float else {f}({x}))"
+        return f"({x} if type({x}) is float else {r}({x}))"
     if kind == "BOOLEAN":
-        return f"({x} if type({x}) is bool else {f}({x}))"
-    return f"{f}({x})"
+        return f"({x} if type({x}) is bool else {r}({x}))"
+    return f"{r}({x})"
 
 
 class _ReadOptions:
@@ -626,39 +541,32 @@ class _ReadOptions:
 _MISSING = object()
 
 
+def _missing(name: str) -> Any:
+    raise ReadError(f"Could not find field with name {name!r}.")
+
+
 def _object_decoder(names: Sequence[str], types: Sequence[TypeInformation],
                     make: Callable[[Any], Any], opts: "_ReadOptions", where: str) -> Decoder:
     """A function reading a JSON object into ``make(values)`` of fields ``names``."""
-    n = len(names)
     kinds = [_check_supported(ft, where + field_label(nm), opts.who)
              for nm, ft in zip(names, types)]
-    fields = [_field(_decoder(ft, opts, where + field_label(nm)), opts.ignore)
+    fields = [null_or(_decoder(ft, opts, where + field_label(nm)), opts.ignore)
               for nm, ft in zip(names, types)]
-    labels = [field_label(nm) for nm in names]
-    lines = ["def decode(d):",
-             "    if type(d) is not dict:",
-             "        raise ReadError(f'{shown(d)} ({jkind(d)}) is not a JSON object')",
-             "    g = d.get"]
-    for i in range(n):
-        if opts.fail_on_missing:
-            missing = f"Could not find field with name {names[i]!r}."
-            lines += [f"    x{i} = g({names[i]!r}, MISSING)",
-                      f"    if x{i} is MISSING:",
-                      f"        raise ReadError({missing!r}).at({labels[i]!r})"]
-        else:
-            lines.append(f"    x{i} = g({names[i]!r})")
-        lines += ["    try:",
-                  f"        v{i} = {_read_inline(kinds[i], i)}",
-                  "    except ReadError as e:",
-                  f"        raise e.at({labels[i]!r}) from None"]
-    lines.append("    return make((" + "".join(f"v{i}, " for i in range(n)) + "))")
-    namespace: Dict[str, Any] = {f"f{i}": fields[i] for i in range(n)}
-    namespace.update(make=make, ReadError=ReadError, shown=shown, jkind=_jkind,
-                     MISSING=_MISSING, type=type, int=int, str=str, float=float, bool=bool,
-                     dict=dict)
-    exec(compile("\n".join(lines) + "\n", f"<JSON reader of {where}>", "exec"),  # noqa: S102
-         namespace)
-    return namespace["decode"]
+    head = ["def read(d):",
+            "    if type(d) is not dict:",
+            "        raise ReadError(f'{shown(d)} ({jkind(d)}) is not a JSON object')",
+            "    g = d.get"]
+    exprs = [_read_inline(kind, i) for i, kind in enumerate(kinds)]
+    if opts.fail_on_missing:
+        head += [f"    x{i} = g({nm!r}, MISSING)" for i, nm in enumerate(names)]
+        exprs = [f"(missing({nm!r}) if x{i} is MISSING else {expr})"
+                 for i, (nm, expr) in enumerate(zip(names, exprs))]
+    else:
+        head += [f"    x{i} = g({nm!r})" for i, nm in enumerate(names)]
+    return compile_reader(head, exprs, [field_label(nm) for nm in names], make, fields,
+                          f"<JSON reader of {where}>",
+                          {"shown": shown, "jkind": _jkind, "MISSING": _MISSING,
+                           "missing": _missing})
 
 
 def _decoder(t: TypeInformation, opts: _ReadOptions, where: str = "record") -> Decoder:
@@ -835,7 +743,7 @@ def _schema_array(location: str, node: Dict[str, Any], root: Any) -> TypeInforma
 
 # -- the schemas -------------------------------------------------------------------------------
 
-class JsonRowSerializationSchema(SerializationSchema):
+class JsonRowSerializationSchema(RowSerializationSchema):
     """Writes a row (a Row, tuple or list of the type's arity, or a dict of its fields) as
     the UTF-8 bytes of one compact JSON object, as Flink's ``JsonRowSerializationSchema``.
     ``None`` is written as ``null``. Build it with
@@ -849,8 +757,11 @@ class JsonRowSerializationSchema(SerializationSchema):
     [b'{"f0":1,"f1":"2024-01-05T12:30:00.5Z"}', b'{"f0":2,"f1":null}']
     """
 
+    _who = "JsonRowSerializationSchema"
+    _STATE = _HASHED = ("type_info",)
+
     def __init__(self, type_info: RowTypeInfo) -> None:
-        self._type_info = _check_row_type(type_info, "JsonRowSerializationSchema")
+        self._type_info = _check_row_type(type_info, self._who)
         self._build()
 
     def _build(self) -> None:
@@ -893,32 +804,15 @@ class JsonRowSerializationSchema(SerializationSchema):
             raise RecordTypeError(element, "JSON text", f"strings that encode as UTF-8 ({e})") \
                 from None
 
-    def serialize_batch(self, elements: List[Any]) -> List[bytes]:
-        """``[serialize(e) for e in elements]`` in one call; an error has ``index``."""
-        return serialize_all(self.serialize, elements)
-
     def get_type_info(self) -> RowTypeInfo:
         """The row type the schema writes."""
         return self._type_info
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"type_info": self._type_info}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._type_info = state["type_info"]
-        self._build()
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._type_info == other._type_info  # type: ignore
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._type_info))
 
     def __repr__(self) -> str:
         return f"JsonRowSerializationSchema({self._type_info!r})"
 
 
-class JsonRowDeserializationSchema(DeserializationSchema):
+class JsonRowDeserializationSchema(RowDeserializationSchema):
     """Reads the JSON object in a message as a :class:`~flowray.common.types.Row` of the
     type, as Flink's ``JsonRowDeserializationSchema``: fields are looked up by name (other
     keys are ignored), a missing field or ``null`` is ``None`` (an error with
@@ -938,9 +832,12 @@ class JsonRowDeserializationSchema(DeserializationSchema):
     [Row(id=Decimal('1.50'), tags=['a', None]), None]
     """
 
+    _who = "JsonRowDeserializationSchema"
+    _STATE = _HASHED = ("type_info", "fail_on_missing_field", "ignore_parse_errors")
+
     def __init__(self, type_info: RowTypeInfo, fail_on_missing_field: bool = False,
                  ignore_parse_errors: bool = False) -> None:
-        self._type_info = _check_row_type(type_info, "JsonRowDeserializationSchema")
+        self._type_info = _check_row_type(type_info, self._who)
         if fail_on_missing_field and ignore_parse_errors:
             raise ValueError("JSON format doesn't support failOnMissingField and "
                              "ignoreParseErrors are both true.")
@@ -949,8 +846,7 @@ class JsonRowDeserializationSchema(DeserializationSchema):
         self._build()
 
     def _build(self) -> None:
-        opts = _ReadOptions(self._fail_on_missing_field, self._ignore_parse_errors,
-                            "JsonRowDeserializationSchema")
+        opts = _ReadOptions(self._fail_on_missing_field, self._ignore_parse_errors, self._who)
         self._decode = _decoder(self._type_info, opts)
         big = _has_big_dec(self._type_info)
         self._json = _json.JSONDecoder(parse_float=Decimal if big else float,
@@ -1005,68 +901,24 @@ class JsonRowDeserializationSchema(DeserializationSchema):
                                                 self._fail_on_missing_field,
                                                 self._ignore_parse_errors)
 
-    def _parse(self, message: bytes) -> Any:
-        data = bytes(message) if not isinstance(message, bytes) else message
-        # json.detect_encoding's answer for the common case, without calling it
-        plain = data[:1] == b"{" and data[1:2] != b"\x00"
-        text = data.decode("utf-8" if plain else _json.detect_encoding(data), "surrogatepass")
+    def _read(self, message: bytes) -> Optional[Any]:
+        """The row in ``message`` (``None`` for a JSON ``null``); ReadError when it does not
+        read."""
         try:
-            return self._json.decode(text)
-        except _json.JSONDecodeError as e:
-            if e.msg != "Extra data":
-                raise
-            # Jackson reads the first value and ignores what follows it
-            return self._json.raw_decode(text.lstrip(" \t\n\r"))[0]
-
-    def deserialize(self, message: bytes) -> Optional[Any]:
-        """The row in ``message`` (``None`` for a JSON ``null``, and with
-        ``ignore_parse_errors`` for a message that does not read)."""
-        if message is None:
-            if self._ignore_parse_errors:
-                return None
-            raise DeserializationError("JsonRowDeserializationSchema", "the message is None")
-        try:
-            value = self._parse(message)
+            data = bytes(message) if not isinstance(message, bytes) else message
+            # json.detect_encoding's answer for the common case, without calling it
+            plain = data[:1] == b"{" and data[1:2] != b"\x00"
+            text = data.decode("utf-8" if plain else _json.detect_encoding(data), "surrogatepass")
+            try:
+                value = self._json.decode(text)
+            except _json.JSONDecodeError as e:
+                if e.msg != "Extra data":
+                    raise
+                # Jackson reads the first value and ignores what follows it
+                value = self._json.raw_decode(text.lstrip(" \t\n\r"))[0]
         except (ValueError, UnicodeDecodeError, TypeError) as e:
-            if self._ignore_parse_errors:
-                return None
-            raise DeserializationError("JsonRowDeserializationSchema", f"not JSON ({e})",
-                                       message) from None
-        if value is None:
-            return None
-        try:
-            return self._decode(value)
-        except ReadError as e:
-            if self._ignore_parse_errors:
-                return None
-            raise DeserializationError("JsonRowDeserializationSchema", str(e), message) from None
-
-    def deserialize_batch(self, messages: List[bytes]) -> List[Any]:
-        """``[deserialize(m) for m in messages]`` in one call (``None`` where a message
-        gave none); a :class:`DeserializationError` has ``index``, the failing position."""
-        return deserialize_all(self.deserialize, messages)
-
-    def get_produced_type(self) -> RowTypeInfo:
-        """The row type of the records read."""
-        return self._type_info
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"type_info": self._type_info, "fail_on_missing_field":
-                self._fail_on_missing_field, "ignore_parse_errors": self._ignore_parse_errors}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._type_info = state["type_info"]
-        self._fail_on_missing_field = state["fail_on_missing_field"]
-        self._ignore_parse_errors = state["ignore_parse_errors"]
-        self._build()
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and \
-            self.__getstate__() == other.__getstate__()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._type_info, self._fail_on_missing_field,
-                     self._ignore_parse_errors))
+            raise ReadError(f"not JSON ({e})") from None
+        return None if value is None else self._decode(value)
 
     def __repr__(self) -> str:
         return (f"JsonRowDeserializationSchema({self._type_info!r}, fail_on_missing_field="

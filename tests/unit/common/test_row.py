@@ -185,5 +185,5 @@ def test_type_infos_pickle():
 
 def test_print_shows_the_row_kind():
     fmt = record_formatter(Types.ROW([Types.STRING(), Types.INT()]))
-    assert fmt(Row.of_kind(RowKind.DELETE, "a", 1)) == "-D[a, 1]"
+    assert fmt(Row.of_kind(RowKind.DELETE, "a", 1)) == "-D[a,1]"
     assert fmt(("a", 1)) == "+I[a,1]"
