@@ -88,6 +88,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/heap_snapshot.py
 	$(PY) benchmarks/backpressure.py
 	$(PY) benchmarks/columnar.py
+	$(PY) benchmarks/kafka.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .cache
