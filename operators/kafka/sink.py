@@ -452,22 +452,47 @@ class KafkaSinkBase(TwoPhaseCommitSink):
         self._errors.raise_if_any("sent")
 
     def _produce(self, producer: Any, chunk: Sequence[Any]) -> None:
+        """Send one chunk ``(topic or topics, keys, values, partitions)``; a full local
+        queue is waited out (``poll``), never dropped."""
         topics, keys, values, partitions = chunk
-        produce, poll = producer.produce, producer.poll
-        fixed = topics if isinstance(topics, str) else None
-        for i, value in enumerate(values):
-            kwargs = {}
-            if partitions is not None:
-                kwargs["partition"] = partitions[i]
-            topic = fixed if fixed is not None else topics[i]
-            key = keys[i] if keys is not None else None
-            while True:
+        produce = producer.produce
+        if isinstance(topics, str) and keys is None and partitions is None:
+            for value in values:  # the common case, without per-record arguments
                 try:
-                    produce(topic, value, key, **kwargs)
-                    break
+                    produce(topics, value)
                 except BufferError:
-                    poll(0.05)
-        poll(0)
+                    self._produce_when_room(producer, topics, value, None, None)
+        else:
+            n = len(values)
+            topic_of = [topics] * n if isinstance(topics, str) else topics
+            key_of = keys if keys is not None else [None] * n
+            if partitions is None:
+                for topic, value, key in zip(topic_of, values, key_of):
+                    try:
+                        produce(topic, value, key)
+                    except BufferError:
+                        self._produce_when_room(producer, topic, value, key, None)
+            else:
+                for topic, value, key, part in zip(topic_of, values, key_of, partitions):
+                    try:
+                        produce(topic, value, key, part)
+                    except BufferError:
+                        self._produce_when_room(producer, topic, value, key, part)
+        producer.poll(0)
+
+    @staticmethod
+    def _produce_when_room(producer: Any, topic: str, value: bytes, key: Optional[bytes],
+                           partition: Optional[int]) -> None:
+        while True:
+            producer.poll(0.05)
+            try:
+                if partition is None:
+                    producer.produce(topic, value, key)
+                else:
+                    producer.produce(topic, value, key, partition)
+                return
+            except BufferError:
+                continue
 
     # -- two-phase commit ------------------------------------------------------------------
     def pre_commit(self, transaction: Any) -> None:
