@@ -413,7 +413,7 @@ class KafkaSinkBase(TwoPhaseCommitSink):
     def _partitions_of(self, topic: str) -> List[int]:
         found = self._partition_counts.get(topic)
         if found is None:
-            md = self._admin_producer().list_topics(topic, timeout=10)
+            md = self._current_producer().list_topics(topic, timeout=10)
             meta = md.topics.get(topic)
             if meta is None or meta.error is not None or not meta.partitions:
                 raise KafkaSinkError(f"KafkaSink: topic {topic!r} does not exist on "
@@ -421,7 +421,10 @@ class KafkaSinkBase(TwoPhaseCommitSink):
             found = self._partition_counts[topic] = sorted(meta.partitions)
         return found
 
-    def _admin_producer(self) -> Any:
+    def _current_producer(self) -> Any:
+        """The producer this subtask has (NONE/AT_LEAST_ONCE: the one that sends; with
+        EXACTLY_ONCE the transactional one, or, before the first commit, a plain one that
+        only answers metadata and is replaced by the transactional one)."""
         if self._producer is None:
             self._producer = self._new_producer(None)
         return self._producer
@@ -448,7 +451,7 @@ class KafkaSinkBase(TwoPhaseCommitSink):
             transaction.staged.append([msgpack.packb(chunk, use_bin_type=True)])
             transaction.count += len(records)
             return
-        self._produce(self._admin_producer(), chunk)
+        self._produce(self._current_producer(), chunk)
         self._errors.raise_if_any("sent")
 
     def _produce(self, producer: Any, chunk: Sequence[Any]) -> None:
