@@ -31,12 +31,17 @@ accepted only if its output topic, read with ``isolation.level=read_committed``,
 exactly N records and, for every key, the counts 1..(its number of inputs) each once; a run
 that fails the check is reported as WRONG, never as a figure.
 
-Latency: a flowray job (unbounded source, AT_LEAST_ONCE, p=1, checkpoints every 1 s) runs
-while a producer thread paces input at half of flowray's top AT_LEAST_ONCE rate of this
-invocation into a fresh topic, each record carrying its produce time (``"ts"``, us); a
-consumer thread reads the output (which carries ``ts``) and takes its receive time; after a
-3 s warm-up and ``--latency-records`` records, p50/p99 of receive - produce time. When p=2
-is the top, a second run at half of the p=1 rate (the latency job's own) follows.
+Latency: a flowray job (unbounded source, AT_LEAST_ONCE, checkpoints every 1 s) runs at the
+parallelism of flowray's top AT_LEAST_ONCE run of this invocation while another process (the
+``latency`` worker) paces input at half of that run's rate into a fresh topic, each record
+carrying its produce time (``"ts"``, us); a child process of the worker reads the output
+(which carries ``ts``: the reader slices it off the JSON text, no parse) and takes its receive
+time. After a 10 s warm-up (the broker's JIT settles) and ``--latency-records`` records: p50/p99 of receive - produce
+time, and the p50 of each tenth of the run (a rising trend would be a backlog). When p=2 is
+the top, a p=1 run at half of the p=1 rate follows.
+
+Every peer's consumer gets the same properties (``CONSUMER_TUNING``: 64 MiB per fetch, 8 MiB
+per partition); flowray's KafkaSource runs with its defaults (8 MiB per partition).
 
 Medians of ``--rounds`` rounds (default 1: the default size takes ~15 min on 2 cores), the
 systems alternating in order within each round (PyFlink: one run per guarantee, outside
@@ -82,13 +87,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 KEYS = 1000
 PARTITIONS = 8
+#: the consumer properties every peer gets (librdkafka's and the Java client's names): larger
+#: fetches than the 1 MiB per partition default, which leaves a Python consumer of small
+#: records waiting on fetches (flowray's KafkaSource sets 8 MiB per partition itself)
+CONSUMER_TUNING = {"fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -227,7 +235,7 @@ def run_loop(bootstrap: str, src: str, dst: str, transactional: bool,
     t0 = time.perf_counter()
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"loop-{uuid.uuid4().hex}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20})
+                  **CONSUMER_TUNING})
     parts = sorted(c.list_topics(src, timeout=10).topics[src].partitions)
     ends = {p: c.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in parts}
     c.assign([TopicPartition(src, p, 0) for p in parts])
@@ -301,6 +309,23 @@ class JsonKeyOne:
         return False
 
 
+class JsonKeyOneTs(JsonKeyOne):
+    """:class:`JsonKeyOne` for the latency job: each message -> ``(key, 1, ts)``, ``ts`` the
+    produce time the message carries."""
+
+    def deserialize(self, message: bytes) -> Tuple[str, int, int]:
+        r = json.loads(message.decode())
+        return (r["key"], 1, r["ts"])
+
+    def deserialize_batch(self, messages: List[bytes]) -> List[Tuple[str, int, int]]:
+        loads = json.loads
+        out = []
+        for m in messages:
+            r = loads(m.decode())
+            out.append((r["key"], 1, r["ts"]))
+        return out
+
+
 # Measured while writing this (one core, per record, min of 7: deserialize + map to (key, 1);
 # serialize): string 1.61 us, json-row 2.19 us, batch 1.45 us (and no map operator: in the
 # job, 3M records at p=1 AT_LEAST_ONCE, batch ran 141-142k records/s, string 120-136k);
@@ -334,12 +359,8 @@ def flowray_job(env, bootstrap: str, src: str, dst: str, guarantee: str, fmt: st
     if bounded:
         builder.set_bounded(KafkaOffsetsInitializer.latest())
     if with_ts:  # latency: the produce time travels with the record
-        builder.set_value_only_deserializer(SimpleStringSchema())
-        loads = json.loads
-
-        def parse(s):
-            r = loads(s)
-            return (r["key"], 1, r["ts"])
+        builder.set_value_only_deserializer(JsonKeyOneTs())
+        parse = None
     elif fmt == "string":
         builder.set_value_only_deserializer(SimpleStringSchema())
         loads = json.loads
@@ -442,7 +463,9 @@ def run_bytewax(bootstrap: str, src: str, dst: str) -> Dict[str, Any]:
             return n, n
 
         flow = Dataflow("kafka-bench")
-        inp = op.input("in", flow, KafkaSource([bootstrap], [src], tail=False))
+        inp = op.input("in", flow, KafkaSource([bootstrap], [src], tail=False,
+                                              add_config={k: str(v) for k, v in
+                                                          CONSUMER_TUNING.items()}))
         keyed = op.key_on("key", inp, lambda m: loads(m.value)["key"])
         counted = op.stateful_map("count", keyed, count)
         out = op.map("json", counted, lambda kv: KafkaSinkMessage(
@@ -464,7 +487,7 @@ def quix_worker(a: Dict[str, Any]) -> Dict[str, Any]:
         app = Application(broker_address=a["bootstrap"], consumer_group=a["group"],
                           auto_offset_reset="earliest", commit_interval=1.0,
                           processing_guarantee=a["guarantee"], state_dir=state_dir,
-                          loglevel="WARNING")
+                          loglevel="WARNING", consumer_extra_config=dict(a["consumer"]))
         tin = app.topic(a["input"], value_deserializer="json")
         tout = app.topic(a["output"], value_serializer="json")
         sdf = app.dataframe(tin)
@@ -500,7 +523,10 @@ def pyflink_worker(a: Dict[str, Any]) -> Dict[str, Any]:
               .set_topics(a["input"]).set_group_id(f"pyflink-bench-{uuid.uuid4().hex}")
               .set_starting_offsets(KafkaOffsetsInitializer.earliest())
               .set_bounded(KafkaOffsetsInitializer.latest())
-              .set_value_only_deserializer(SimpleStringSchema()).build())
+              .set_value_only_deserializer(SimpleStringSchema()))
+    for k, v in a["consumer"].items():
+        source = source.set_property(k, str(v))
+    source = source.build()
     guarantee = getattr(DeliveryGuarantee, a["guarantee"])
     builder = (KafkaSink.builder().set_bootstrap_servers(a["bootstrap"])
                .set_record_serializer(KafkaRecordSerializationSchema.builder()
@@ -528,6 +554,7 @@ def pyflink_worker(a: Dict[str, Any]) -> Dict[str, Any]:
 
 WORKERS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
     "quix": quix_worker, "pyflink": pyflink_worker}
+# (the latency worker is added below, where it is defined)
 
 
 def run_worker(python: str, kind: str, args: Dict[str, Any], timeout_s: float,
@@ -586,96 +613,150 @@ def pyflink_available(python: str, jar: str) -> Optional[str]:
 
 
 # -- latency ----------------------------------------------------------------------------------
-def run_latency(bootstrap: str, rate: float, records: int, fmt: str, sink_fmt: str,
-                checkpoint_ms: int, warmup_s: float = 3.0) -> Dict[str, Any]:
-    """p50/p99 of output receive time - input produce time, flowray p=1 AT_LEAST_ONCE,
-    unbounded, with input paced at ``rate`` records/s."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+# The input is paced and the output read in a process of their own (the "latency" worker, with
+# the reader in a child process), never in this one: the pacing loop and the reader then
+# compete with nothing but the job for a core and the GIL. The reader takes each record's
+# produce time from the end of its JSON text ('..., "ts": <us>}') without parsing it.
+
+def _latency_reader(bootstrap: str, topic: str, measure_from: Any, received: Any, stop: Any,
+                    wanted: int, out: Any) -> None:
+    """Child process of the latency worker: read ``topic`` from the start; for every record
+    produced at or after ``measure_from`` (us), receive time - produce time (ms); stop after
+    ``wanted`` of them or at ``stop``; send them through ``out``."""
+    from array import array
+
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  # a fetch waits for 16 KB or 5 ms: not one request per record
+                  "fetch.min.bytes": 16 << 10, "fetch.wait.max.ms": 5})
+    parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    lat = array("d")
+    n = 0
+    while not stop.is_set() and len(lat) < wanted:
+        first = c.poll(0.05)  # (consume(n, timeout) would wait to fill its batch)
+        if first is None:
+            continue
+        msgs = [first] + c.consume(1000, 0)
+        now = time.time_ns() // 1000
+        since = measure_from.value
+        for m in msgs:
+            if m.error() is None:
+                v = m.value()
+                ts = int(v[v.rindex(b":") + 1:-1])
+                n += 1
+                if ts >= since:
+                    lat.append((now - ts) / 1000.0)
+        received.value = n
+    c.close()
+    out.send_bytes(lat.tobytes())
+
+
+def latency_worker(a: Dict[str, Any]) -> Dict[str, Any]:
+    """Pace ``a["rate"]`` records/s into ``a["input"]`` (warm-up, then ``a["records"]``
+    measured ones) while a child process reads ``a["output"]``; the latencies' summary."""
+    import multiprocessing
+    from array import array
+
+    from confluent_kafka import Producer
+    ctx = multiprocessing.get_context("spawn")
+    measure_from = ctx.Value("q", 1 << 62, lock=False)
+    received = ctx.Value("q", 0, lock=False)
+    stop = ctx.Event()
+    mine, theirs = ctx.Pipe()
+    reader = ctx.Process(target=_latency_reader, daemon=True, args=(
+        a["bootstrap"], a["output"], measure_from, received, stop, a["records"], theirs))
+    reader.start()
+    rate, src = a["rate"], a["input"]
+    p = Producer({"bootstrap.servers": a["bootstrap"], "linger.ms": 5,
+                  "queue.buffering.max.messages": 1_000_000})
+    produce, poll = p.produce, p.poll
+    keys = [f"k{j}".encode() for j in range(KEYS)]
+    now_us = time.time_ns
+
+    def paced(first: int, count: int) -> float:
+        t0 = time.perf_counter()
+        i = 0
+        while i < count:
+            due = min(count, int((time.perf_counter() - t0) * rate) + 1)
+            if i >= due:
+                time.sleep(0.0002)
+                continue
+            while i < due:
+                j = first + i
+                value = f'{{"key": "k{j % KEYS}", "value": {j}, "ts": {now_us() // 1000}}}'
+                try:
+                    produce(src, value.encode(), keys[j % KEYS])
+                except BufferError:  # the broker is behind: wait, and pace on from here
+                    poll(0.01)
+                    continue
+                i += 1
+            poll(0)
+        return time.perf_counter() - t0
+
+    try:
+        warm = int(rate * a["warmup_s"])
+        paced(0, warm)
+        deadline = time.monotonic() + 120
+        while received.value < warm and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if received.value < warm:
+            return {"error": f"the job wrote {received.value:,} of {warm:,} warm-up records "
+                             f"in 120 s"}
+        measure_from.value = now_us() // 1000
+        produce_s = paced(warm, a["records"])
+        p.flush(30)
+        if not mine.poll(60 + 5 * a["checkpoint_ms"] / 1000.0):
+            stop.set()
+            mine.poll(30)
+        lat = array("d")
+        lat.frombytes(mine.recv_bytes())
+    finally:
+        stop.set()
+        reader.join(30)
+    got = len(lat)
+    tenths = [sorted(lat[i * got // 10:(i + 1) * got // 10]) for i in range(10)] \
+        if got >= 10 else []
+    ordered = sorted(lat)
+
+    def pct(q: float) -> float:
+        return ordered[min(got - 1, int(q * got))] if got else float("nan")
+
+    return {"rate": rate, "records": a["records"], "received": got,
+            "achieved_rate": a["records"] / produce_s, "p50_ms": pct(0.50),
+            "p99_ms": pct(0.99), "max_ms": ordered[-1] if got else float("nan"),
+            # p50 of each tenth of the run, in arrival order: a rising trend = a backlog
+            "p50_ms_by_tenth": [round(t[len(t) // 2], 1) for t in tenths if t],
+            "ok": got >= a["records"]}
+
+
+def run_latency(bootstrap: str, rate: float, records: int, parallelism: int, fmt: str,
+                sink_fmt: str, checkpoint_ms: int, warmup_s: float = 10.0) -> Dict[str, Any]:
+    """p50/p99 of output receive time - input produce time: flowray AT_LEAST_ONCE at
+    ``parallelism``, unbounded, with input paced at ``rate`` records/s by the latency
+    worker (another process)."""
     src, dst = fresh("lat-in"), fresh("lat-out")
     create_topic(bootstrap, src)
     create_topic(bootstrap, dst)
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-kafka-lat-")
-    latencies: List[float] = []
-    stop = threading.Event()
-    measure_from = [float("inf")]  # produce time (us) from which records are measured
-    state = {"received": 0, "produced": 0}
-
-    def consume() -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex}",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "fetch.wait.max.ms": 5})
-        parts = sorted(c.list_topics(dst, timeout=10).topics[dst].partitions)
-        c.assign([TopicPartition(dst, p, 0) for p in parts])
-        loads = json.loads
-        while not stop.is_set():
-            first = c.poll(0.05)  # (consume(n, timeout) would wait to fill its batch)
-            if first is None:
-                continue
-            msgs = [first] + c.consume(1000, 0)
-            now = time.time() * 1e6
-            for m in msgs:
-                if m.error() is None:
-                    ts = loads(m.value())["ts"]
-                    state["received"] += 1
-                    if ts >= measure_from[0]:
-                        latencies.append((now - ts) / 1000.0)
-        c.close()
-
-    def produce(count: int, measured: bool) -> None:
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
-        keys = [f"k{j}".encode() for j in range(KEYS)]
-        t0 = time.perf_counter()
-        i = 0
-        while i < count and not stop.is_set():
-            due = min(count, int((time.perf_counter() - t0) * rate) + 1)
-            if i >= due:
-                time.sleep(0.0005)
-                continue
-            while i < due:
-                ts = int(time.time() * 1e6)
-                if measured and measure_from[0] == float("inf"):
-                    measure_from[0] = ts
-                p.produce(src, f'{{"key": "k{i % KEYS}", "value": {i}, "ts": {ts}}}'.encode(),
-                          keys[i % KEYS])
-                i += 1
-            p.poll(0)
-        p.flush(30)
-        state["produced"] += i
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
     client = None
     try:
-        env = flowray_env(1, checkpoint_ms, checkpoints)
+        env = flowray_env(parallelism, checkpoint_ms, checkpoints)
         flowray_job(env, bootstrap, src, dst, "AT_LEAST_ONCE", fmt, sink_fmt, bounded=False,
                     with_ts=True)
         client = env.execute_async("bench-kafka-latency")
-        # warm up until the job's output flows, then measure
-        warm = int(rate * warmup_s)
-        produce(warm, measured=False)
-        deadline = time.monotonic() + 120
-        while state["received"] < warm and time.monotonic() < deadline:
-            status = client.get_job_status()
-            if status.is_globally_terminal_state():
-                try:
-                    client.wait(10)
-                except Exception as e:
-                    raise RuntimeError(f"latency: the job ended ({status.value}): {e}") from e
-                raise RuntimeError(f"latency: the job ended ({status.value})")
-            time.sleep(0.05)
-        if state["received"] < warm:
-            raise RuntimeError(f"latency: the job wrote {state['received']} of {warm} warm-up "
-                               f"records in 120 s")
-        t_measure = time.perf_counter()
-        produce(records, measured=True)
-        produce_s = time.perf_counter() - t_measure
-        deadline = time.monotonic() + 60 + 5 * checkpoint_ms / 1000.0
-        while len(latencies) < records and time.monotonic() < deadline:
-            time.sleep(0.05)
-        got = len(latencies)
+        result = run_worker(sys.executable, "latency",
+                            {"bootstrap": bootstrap, "input": src, "output": dst,
+                             "rate": rate, "records": records, "warmup_s": warmup_s,
+                             "checkpoint_ms": checkpoint_ms},
+                            timeout_s=300 + 2 * records / rate)
+        status = client.get_job_status()
+        if status.is_globally_terminal_state():
+            result.setdefault("error", f"the job ended ({status.value}) during the run")
+        result["parallelism"] = parallelism
+        return result
     finally:
-        stop.set()
-        consumer.join(10)
         if client is not None:
             try:
                 client.cancel()
@@ -684,19 +765,9 @@ def run_latency(bootstrap: str, rate: float, records: int, fmt: str, sink_fmt: s
                 pass
         shutil.rmtree(checkpoints, ignore_errors=True)
         delete_topics(bootstrap, src, dst)
-    tenths = [sorted(latencies[i * len(latencies) // 10:(i + 1) * len(latencies) // 10])
-              for i in range(10)] if len(latencies) >= 10 else []
-    lat = sorted(latencies)
 
-    def pct(q: float) -> float:
-        return lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")
 
-    return {"rate": rate, "records": records, "received": got,
-            "achieved_rate": records / produce_s, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "max_ms": lat[-1] if lat else float("nan"),
-            # p50 of each tenth of the run, in arrival order: a rising trend = a backlog
-            "p50_ms_by_tenth": [round(t[len(t) // 2], 1) for t in tenths if t],
-            "ok": got >= records}
+WORKERS["latency"] = latency_worker
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -711,7 +782,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--pyflink-records", type=int, default=200_000,
                     help="records of PyFlink's own topic (it runs ~5k records/s)")
     ap.add_argument("--latency-records", type=int, default=1_000_000,
-                    help="measured records of each latency run (after a 3 s warm-up)")
+                    help="measured records of each latency run (after a 10 s warm-up)")
     ap.add_argument("--latency-rate", type=float, default=0.0,
                     help="input records/s of the latency run (default: half of flowray's top "
                          "AT_LEAST_ONCE rate of this invocation)")
@@ -749,7 +820,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.path.insert(0, REPO)
         from tests.support.servers import KafkaBroker
         print("starting a Kafka broker (tests.support.servers.KafkaBroker) ...", flush=True)
-        broker = KafkaBroker().start()
+        broker = KafkaBroker(quick_start=False).start()  # full JIT: its CPU counts
         bootstrap = broker.bootstrap_servers
     try:
         run_all(args, wanted, n, bootstrap, t_start)
@@ -806,7 +877,7 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
                              lambda dst, g=guarantee: run_worker(
                                  args.quix_python, "quix",
                                  {"bootstrap": bootstrap, "input": src, "output": dst,
-                                  "records": n, "guarantee": g,
+                                  "records": n, "guarantee": g, "consumer": CONSUMER_TUNING,
                                   "group": f"quix-{uuid.uuid4().hex[:8]}"},
                                  timeout_s=300 + n / 2000)))
 
@@ -870,7 +941,8 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
                 try:
                     r = run_worker(args.pyflink_python, "pyflink",
                                    {"bootstrap": bootstrap, "input": psrc, "output": dst,
-                                    "guarantee": guarantee, "jar": args.pyflink_jar},
+                                    "guarantee": guarantee, "jar": args.pyflink_jar,
+                                    "consumer": CONSUMER_TUNING},
                                    timeout_s=300 + m / 500, env=env)
                     group_of[name] = "pyflink"
                     if "error" in r:
@@ -896,33 +968,35 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
     delete_topics(bootstrap, src)
 
     med = {name: statistics.median(v) for name, v in rates.items() if v}
-    # latency at half of flowray's top AT_LEAST_ONCE rate (and at half of its p=1 rate when
-    # p=2 is the top: the latency job runs at p=1)
+    # latency at half of flowray's top AT_LEAST_ONCE rate, at the parallelism that ran it (and
+    # at half of the p=1 rate with p=1, when p=2 is the top)
     latencies: List[Dict[str, Any]] = []
     if "latency" in wanted:
-        targets: List[Tuple[float, str]] = []
+        targets: List[Tuple[float, int, str]] = []
         if args.latency_rate:
-            targets.append((args.latency_rate, "--latency-rate"))
+            targets.append((args.latency_rate, 1, "--latency-rate"))
         else:
             alo = {p: med[f"flowray AT_LEAST_ONCE p={p}"] for p in (1, 2)
                    if f"flowray AT_LEAST_ONCE p={p}" in med}
             if alo:
                 top = max(alo, key=alo.get)
-                targets.append((alo[top] / 2, f"half of the top AT_LEAST_ONCE rate (p={top})"))
+                targets.append((alo[top] / 2, top, f"half of the top AT_LEAST_ONCE rate "
+                                                   f"(p={top})"))
                 if top != 1 and 1 in alo:
-                    targets.append((alo[1] / 2, "half of the AT_LEAST_ONCE p=1 rate"))
+                    targets.append((alo[1] / 2, 1, "half of the AT_LEAST_ONCE p=1 rate"))
             else:
                 print("latency: skipped (no flowray AT_LEAST_ONCE figure)", flush=True)
-        for rate, why in targets:
-            print(f"latency: flowray AT_LEAST_ONCE p=1, unbounded, input paced at "
+        for rate, p, why in targets:
+            print(f"latency: flowray AT_LEAST_ONCE p={p}, unbounded, input paced at "
                   f"{rate:,.0f} records/s ({why}), {args.latency_records:,} records ...",
                   flush=True)
             try:
-                lat = run_latency(bootstrap, rate, args.latency_records, args.flowray_format,
-                                  args.flowray_sink_format, args.checkpoint_ms)
+                lat = run_latency(bootstrap, rate, args.latency_records, p,
+                                  args.flowray_format, args.flowray_sink_format,
+                                  args.checkpoint_ms)
             except Exception as e:
-                lat = {"error": f"{type(e).__name__}: {e}", "rate": rate}
-            lat["why"] = why
+                lat = {"error": f"{type(e).__name__}: {e}"}
+            lat.update(rate=rate, parallelism=p, why=why)
             latencies.append(lat)
 
     # -- the table ------------------------------------------------------------------------
@@ -962,14 +1036,16 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
         print(f"{name:<48}{'':>11}  {why}")
     if latencies:
         print(f"\nend-to-end latency (input produce time -> output read), flowray "
-              f"AT_LEAST_ONCE p=1, unbounded source, {args.latency_records:,} records:")
+              f"AT_LEAST_ONCE, unbounded source, {args.latency_records:,} records after a 10 s "
+              f"warm-up; input paced and output read by other processes:")
     for lat in latencies:
+        head = f"  p={lat['parallelism']} at {lat['rate']:>9,.0f} records/s ({lat['why']}"
         if "error" in lat:
-            print(f"  at {lat['rate']:>9,.0f} records/s ({lat['why']}): FAILED: {lat['error']}")
+            print(f"{head}): FAILED: {lat['error']}")
             continue
-        print(f"  at {lat['rate']:>9,.0f} records/s ({lat['why']}; achieved "
-              f"{lat['achieved_rate']:,.0f}): p50 {lat['p50_ms']:,.0f} ms, p99 "
-              f"{lat['p99_ms']:,.0f} ms, max {lat['max_ms']:,.0f} ms"
+        print(f"{head}; achieved {lat['achieved_rate']:,.0f}): p50 {lat['p50_ms']:,.0f} ms, "
+              f"p99 {lat['p99_ms']:,.0f} ms, max {lat['max_ms']:,.0f} ms; p50 by tenth of "
+              f"the run {lat['p50_ms_by_tenth']}"
               + ("" if lat["ok"] else f"  (INCOMPLETE: {lat['received']:,} of "
                                       f"{lat['records']:,} records arrived)"))
 

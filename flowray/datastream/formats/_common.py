@@ -481,7 +481,11 @@ def compile_writer(body: str, values: Callable[[Any], Sequence[Any]],
     ``w{i}`` (``writers[i]``) and the names in ``env``. A RecordTypeError raised there is
     raised again from the first field whose writer fails on its own value, with the field's
     label (``labels[i]``) in its path; a ``None`` writer never fails, nor, when
-    ``none_written`` (the body writes ``None`` itself), does a ``None`` value."""
+    ``none_written`` (the body writes ``None`` itself), does a ``None`` value.
+
+    Without ``head``, the writer has ``write_all``: the list of ``write(v)`` for a list of
+    records in one call, raising (anything) where ``write`` would raise; the caller then
+    writes the records one by one to name the failing one. (It is ``None`` otherwise.)"""
     n = len(writers)
     unpack = ", ".join(f"a{i}" for i in range(n)) + ", = vals" if n else "pass"
     src = (f"def write(v):\n{head}"
@@ -503,12 +507,28 @@ def compile_writer(body: str, values: Callable[[Any], Sequence[Any]],
                 return e
         return err  # pragma: no cover - the failing field fails again
 
+    if not head and n:
+        # every record of a batch in one call: a plain tuple or list of n values unpacked
+        # at once (what ``values`` gives back unchanged); any error, and the caller writes
+        # the batch again one record at a time, which finds and names it
+        src += (f"def write_all(vs):\n"
+                f"    out = []\n"
+                f"    add = out.append\n"
+                f"    for v in vs:\n"
+                f"        if (type(v) is tuple or type(v) is list) and len(v) == {n}:\n"
+                f"            {unpack[:-len(' = vals')]} = v\n"
+                f"        else:\n"
+                f"            {unpack[:-len(' = vals')]} = values(v)\n"
+                f"        add({body})\n"
+                f"    return out\n")
     namespace: Dict[str, Any] = {f"w{i}": w for i, w in enumerate(writers)}
     namespace.update(_BUILTINS)
     namespace.update(env or {})
     namespace.update(values=values, locate=locate, RecordTypeError=RecordTypeError)
     exec(compile(src, filename, "exec"), namespace)  # noqa: S102
-    return namespace["write"]
+    write = namespace["write"]
+    write.write_all = namespace.get("write_all")
+    return write
 
 
 def compile_reader(head: Sequence[str], exprs: Sequence[str], labels: Sequence[str],

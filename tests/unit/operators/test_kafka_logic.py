@@ -222,3 +222,22 @@ class _FirstField:
 class _SecondField:
     def serialize(self, r):
         return r[1].encode()
+
+
+def test_the_consumer_fetches_8_mib_per_partition_unless_the_properties_say_otherwise():
+    from flowray.operators.kafka.source import (FETCH_BYTES_PER_PARTITION,
+                                                KafkaSourceDefinition, KafkaSourceReader)
+    from flowray.operators.sources import SourceReaderContext
+
+    def config_of(properties):
+        seen = []
+        reader = KafkaSourceReader(
+            KafkaSourceDefinition("127.0.0.1:1", topics=("t",), properties=properties),
+            SourceReaderContext(0, 1), consumer_factory=lambda c: seen.append(c) or object())
+        reader._open_consumer()
+        return seen[0]
+
+    assert FETCH_BYTES_PER_PARTITION == 8 << 20
+    assert config_of(()).get("max.partition.fetch.bytes") == str(8 << 20)
+    assert config_of((("max.partition.fetch.bytes", "1048576"),))[
+        "max.partition.fetch.bytes"] == "1048576"

@@ -435,6 +435,27 @@ def test_batches_loop_in_one_call_and_errors_carry_the_index():
     assert info2.value.index == 1
 
 
+def test_a_batch_writes_what_each_record_writes_on_its_own():
+    """serialize_batch's one-call path (tuples and lists unpacked at once) gives the same
+    bytes as serialize, for every shape of record, and a bad record in it is still named."""
+    t = Types.ROW_NAMED(["key", "count", "ok"], [Types.STRING(), Types.LONG(), Types.BOOLEAN()])
+    w = writer(t)
+    records = [("a", 1, True), ["b\x01", None, False], Row(key="c", count=3, ok=None),
+               Row(ok=True, count=4, key="d"), {"count": 5, "ok": False, "key": "e"},
+               ("f\u00e9\"", -(1 << 63), True)]
+    assert w.serialize_batch(records) == [w.serialize(r) for r in records]
+    assert w.serialize_batch([None, ("a", 1, True)]) == [b"null", w.serialize(("a", 1, True))]
+    with pytest.raises(RecordTypeError) as info:
+        w.serialize_batch([("a", 1, True), ("b", 1 << 63, True)])
+    assert info.value.index == 1 and "count" in str(info.value)
+    with pytest.raises(RecordTypeError) as info:
+        w.serialize_batch([("a", 1, True), ("\ud800", 1, True)])
+    assert info.value.index == 1 and "UTF-8" in str(info.value)
+    with pytest.raises(RecordTypeError) as info:
+        w.serialize_batch([("a", 1)])
+    assert info.value.index == 0
+
+
 def test_deserialization_errors_pickle_with_their_text():
     try:
         reader(one(Types.INT())).deserialize(b'{"v": "x"}')
