@@ -267,11 +267,16 @@ class OperatorContext:
     #: the job's id (stays the same across failovers of the job; a restore from a
     #: savepoint is another job)
     job_id: str = ""
+    #: the subtask's metric group (``None``: each operator gets a group of its own that
+    #: nothing exports, as in unit tests)
+    metrics: Optional[Any] = None
 
     def runtime_context(self, operator_name: str) -> RuntimeContext:
+        group = self.metrics.operator_group(operator_name) if self.metrics is not None \
+            else None
         return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,
                               self.max_parallelism, self.attempt_number, self.keyed_backend,
-                              operator_name, self.job_parameters)
+                              operator_name, self.job_parameters, metric_group=group)
 
 
 class StreamOperator:

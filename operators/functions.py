@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import abc
 import enum
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from flowray.common.compat import not_implemented
 from flowray.state.keyed_backend import (
     AggregatingState,
     KeyedStateBackend,
@@ -36,6 +35,9 @@ from flowray.state.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+
+if TYPE_CHECKING:
+    from flowray.metrics import MetricGroup
 
 __all__ = [
     "Function",
@@ -217,7 +219,8 @@ class RuntimeContext:
     def __init__(self, task_name: str, subtask_index: int, parallelism: int,
                  max_parallelism: int, attempt_number: int = 0,
                  keyed_backend: Optional[KeyedStateBackend] = None,
-                 operator_name: str = "", job_parameters: Optional[dict] = None) -> None:
+                 operator_name: str = "", job_parameters: Optional[dict] = None,
+                 metric_group: Optional[Any] = None) -> None:
         self._task_name = task_name
         self._index = subtask_index
         self._parallelism = parallelism
@@ -226,6 +229,7 @@ class RuntimeContext:
         self._backend = keyed_backend
         self._operator_name = operator_name or task_name
         self._job_parameters = dict(job_parameters or {})
+        self._metric_group = metric_group
 
     def get_task_name(self) -> str:
         return self._task_name
@@ -248,9 +252,15 @@ class RuntimeContext:
     def get_job_parameter(self, key: str, default_value: Any = None) -> Any:
         return self._job_parameters.get(key, default_value)
 
-    get_metrics_group = not_implemented(
-        "RuntimeContext.get_metrics_group",
-        "no metric groups: the tasks' record counts are in JobClient.get_job_info()")
+    def get_metrics_group(self) -> "MetricGroup":
+        """The operator's :class:`flowray.metrics.MetricGroup` (PyFlink's): register
+        counters, gauges, meters and distributions in ``open``; they are exported labelled
+        with the job, task, subtask and operator."""
+        if self._metric_group is None:  # not in a task (a test harness): nothing exports it
+            from flowray.metrics.groups import MetricRegistry
+            self._metric_group = MetricRegistry().task_group(
+                "", "", self._task_name, self._index).operator_group(self._operator_name)
+        return self._metric_group
 
     def _state(self, descriptor: StateDescriptor, expected: type) -> Any:
         if self._backend is None:
