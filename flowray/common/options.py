@@ -766,3 +766,20 @@ TASK_STDOUT_TO_CLIENT = register_option(
     "the client that runs the attached job (as PyFlink's local mode shows a UDF's print()); "
     "false leaves them in the Ray workers' logs. Detached jobs always leave them there.",
 )
+
+METRICS_ENABLED = register_option(
+    "flowray.metrics.enabled",
+    parse_bool,
+    True,
+    "Task, operator and user metrics (Flink's names) are exported through Ray's metrics "
+    "system as flowray_<name> gauges, labelled job_name, job_id, task_name, subtask_index "
+    "and operator_name; false registers user metrics but exports nothing.",
+)
+
+METRICS_REPORT_INTERVAL = register_option(
+    "flowray.metrics.report-interval",
+    parse_duration_ms,
+    10_000,
+    "How often each task sets its Ray metrics (Ray's agent exports every 10 s by default).",
+    check=_bounded(100, 3_600_000, _show_ms, "must be at least 100 ms"),
+)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -67,9 +68,11 @@ def _check_name(what: str, name: Any) -> str:
 
 class MetricRegistry:
     """Every metric of one task process, keyed by name and labels; ``update_views`` samples
-    the meters (every ``UPDATE_INTERVAL_S``), ``snapshot`` reads them all."""
+    the meters (every ``UPDATE_INTERVAL_S``), ``snapshot`` reads them all. Thread-safe:
+    tasks register from their threads while an exporter reads."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._metrics: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Metric] = {}
         self._meters: List[MeterView] = []
         self._broken_gauges: set = set()
@@ -85,40 +88,49 @@ class MetricRegistry:
         """The metric ``name`` with ``labels``: the one registered before (of ``kind``, else
         a ``ValueError``), or a new one from ``make``."""
         key = (name, tuple(sorted(labels.items())))
-        found = self._metrics.get(key)
-        if found is not None:
-            if not isinstance(found, kind):
-                raise ValueError(f"metric {name!r} {dict(labels)} is already a "
-                                 f"{_KINDS[type(found)]}, not a {_KINDS[kind]}")
-            return found
-        metric = self._metrics[key] = make()
-        if isinstance(metric, MeterView):
-            self._meters.append(metric)
-        return metric
+        with self._lock:
+            found = self._metrics.get(key)
+            if found is not None:
+                if not isinstance(found, kind):
+                    raise ValueError(f"metric {name!r} {dict(labels)} is already a "
+                                     f"{_KINDS[type(found)]}, not a {_KINDS[kind]}")
+                return found
+            metric = self._metrics[key] = make()
+            if isinstance(metric, MeterView):
+                self._meters.append(metric)
+            return metric
 
     def replace(self, name: str, labels: Dict[str, str], metric: Metric) -> None:
         """Register ``metric`` under ``name``/``labels``, replacing what was there."""
         key = (name, tuple(sorted(labels.items())))
-        old = self._metrics.get(key)
-        if isinstance(old, MeterView):
-            self._meters.remove(old)
-        self._metrics[key] = metric
+        with self._lock:
+            old = self._metrics.get(key)
+            if isinstance(old, MeterView):
+                self._meters.remove(old)
+            self._metrics[key] = metric
+            if isinstance(metric, MeterView):
+                self._meters.append(metric)
 
     def unregister_all(self, labels: Dict[str, str]) -> None:
         """Drop every metric whose labels include ``labels`` (a task's, when it ends)."""
         items = set(labels.items())
-        for key in [k for k in self._metrics if items <= set(k[1])]:
-            metric = self._metrics.pop(key)
-            if isinstance(metric, MeterView):
-                self._meters.remove(metric)
+        with self._lock:
+            for key in [k for k in self._metrics if items <= set(k[1])]:
+                metric = self._metrics.pop(key)
+                if isinstance(metric, MeterView):
+                    self._meters.remove(metric)
 
     def update_views(self) -> None:
-        for meter in self._meters:
+        with self._lock:
+            meters = list(self._meters)
+        for meter in meters:
             meter.update()
 
     def snapshot(self) -> List[MetricSample]:
         out: List[MetricSample] = []
-        for (name, labels), metric in self._metrics.items():
+        with self._lock:
+            entries = list(self._metrics.items())
+        for (name, labels), metric in entries:
             count = None
             if isinstance(metric, SimpleCounter):
                 kind, value = "counter", metric.count
@@ -160,23 +172,24 @@ class GenericMetricGroup(MetricGroup):
         return GenericMetricGroup(self.registry, {**self.labels, label: str(extra)},
                                   self.path)
 
-    def _name(self, name: str) -> str:
+    def name_of(self, name: str) -> str:
+        """The full metric name of ``name`` in this group."""
         return metric_name(self.path, _check_name("name", name))
 
     def counter(self, name: str) -> Counter:
-        return self.registry.register(self._name(name), self.labels, SimpleCounter,
+        return self.registry.register(self.name_of(name), self.labels, SimpleCounter,
                                       SimpleCounter)  # type: ignore[return-value]
 
     def gauge(self, name: str, obj: Callable[[], Any]) -> None:
-        self.registry.replace(self._name(name), self.labels, FunctionGauge(obj))
+        self.registry.replace(self.name_of(name), self.labels, FunctionGauge(obj))
 
     def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
-        return self.registry.register(self._name(name), self.labels,
+        return self.registry.register(self.name_of(name), self.labels,
                                       lambda: MeterView(time_span_in_seconds),
                                       MeterView)  # type: ignore[return-value]
 
     def distribution(self, name: str) -> Distribution:
-        return self.registry.register(self._name(name), self.labels, DistributionView,
+        return self.registry.register(self.name_of(name), self.labels, DistributionView,
                                       DistributionView)  # type: ignore[return-value]
 
 

@@ -9,8 +9,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from flowray.metrics import Counter, Distribution, Gauge, Meter
 
-__all__ = ["SimpleCounter", "MeterView", "DistributionView", "FunctionGauge",
-           "UPDATE_INTERVAL_S"]
+__all__ = ["SimpleCounter", "FunctionCounter", "MeterView", "DistributionView",
+           "FunctionGauge", "UPDATE_INTERVAL_S"]
 
 #: seconds between two samples of a meter's count (Flink's ``View.UPDATE_INTERVAL_SECONDS``)
 UPDATE_INTERVAL_S = 5
@@ -36,6 +36,28 @@ class SimpleCounter(Counter):
 
     def get_count(self) -> int:
         return self.count
+
+
+class FunctionCounter(Counter):
+    """A count the runtime keeps anyway, read through ``fn`` (no update per record): a task's
+    records in, say. Read only.
+
+    >>> seen = [3]; c = FunctionCounter(lambda: seen[0]); seen[0] += 2; c.get_count()
+    5
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def inc(self, n: int = 1) -> None:
+        raise TypeError("this counter reads a count the runtime keeps; it cannot be changed")
+
+    dec = inc
+
+    def get_count(self) -> Any:
+        return self.fn()
 
 
 class MeterView(Meter):

@@ -30,6 +30,7 @@ from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.scheduler import JobScheduler
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
+from flowray.metrics.groups import MetricRegistry, TaskMetricGroup
 from flowray.runtime.task.subtask_checkpoints import CheckpointResponder
 
 __all__ = ["LocalExecutor"]
@@ -86,10 +87,16 @@ class _LocalDriverConnections(DriverConnections):
 
 
 class _LocalTaskEnvironment(TaskEnvironment):
-    def __init__(self, wiring: _Wiring, clock: Clock, responder: CheckpointResponder) -> None:
+    def __init__(self, wiring: _Wiring, clock: Clock, responder: CheckpointResponder,
+                 metrics: MetricRegistry) -> None:
         self.wiring = wiring
         self.clock = clock
         self.responder = responder
+        self.metrics = metrics
+
+    def metrics_group_for(self, tdd: TaskDeploymentDescriptor) -> TaskMetricGroup:
+        return self.metrics.task_group(tdd.job_name, tdd.job_id, tdd.vertex_name,
+                                       tdd.subtask.index)
 
     def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter:
         return self.wiring.channel(channel_id).writer
@@ -133,6 +140,7 @@ class _LocalJob(TaskDeployer, JobHandle):
         self.driver = driver
         self.credits = Configuration(job.config).get(CHANNEL_CREDITS)
         self.tasks: Dict[SubtaskId, StreamTask] = {}
+        self.metrics = MetricRegistry()  # the job's tasks' (one process: one registry)
         self.events: "queue.Queue[Callable[[], None]]" = queue.Queue()
         self.done = threading.Event()
         self._outcome: Optional[JobOutcome] = None
@@ -165,7 +173,8 @@ class _LocalJob(TaskDeployer, JobHandle):
     def deploy(self, attempt: int, descriptors: List[TaskDeploymentDescriptor]) -> None:
         wiring = _Wiring(self.credits, self.driver)
         env = _LocalTaskEnvironment(wiring, self.clock,
-                                    _Responder(self.events, lambda: self.scheduler, attempt))
+                                    _Responder(self.events, lambda: self.scheduler, attempt),
+                                    self.metrics)
         started = []
         for d in descriptors:
             task = StreamTask(d, env)

@@ -30,7 +30,9 @@ from flowray.runtime.execution.task_stdout import TASK_STDOUT, TaskStdout
 from flowray.runtime.task.subtask_checkpoints import CheckpointResponder
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import frame_sequence_number
-from flowray.common.options import CHANNEL_TRANSPORT
+from flowray.common.options import CHANNEL_TRANSPORT, METRICS_ENABLED, METRICS_REPORT_INTERVAL
+from flowray.metrics.groups import MetricRegistry
+from flowray.runtime.execution.metrics_export import RayMetricsExporter
 from flowray.runtime.network.ray_transport import RayChannelWriter
 from flowray.runtime.network.tls import TlsSettings
 from flowray.runtime.network.socket_transport import (
@@ -251,6 +253,7 @@ class TaskActor:
         responder = _RayResponder(self.master, self.tdd.attempt)
         if self.master is not None:
             env.responder = responder
+        exporter = self._metrics(env, config)
         task = StreamTask(self.tdd, env)
         with self._lock:
             self.task = task
@@ -263,10 +266,25 @@ class TaskActor:
         try:
             return task.run()
         finally:
+            if exporter is not None:
+                exporter.close()
             if stdout is not None:
                 self._restore_stdout(stdout)
             self.listener.close()
             responder.flush()
+
+    def _metrics(self, env: "_SocketTaskEnvironment",
+                 config: Configuration) -> Optional[RayMetricsExporter]:
+        """The subtask's metric group on ``env``, exported to Ray's metrics while the task
+        runs (``flowray.metrics.enabled``)."""
+        tdd = self.tdd
+        registry = MetricRegistry()
+        env.metrics_group = registry.task_group(tdd.job_name, tdd.job_id, tdd.vertex_name,
+                                                tdd.subtask.index)
+        if not config.get(METRICS_ENABLED):
+            return None
+        interval_s = config.get(METRICS_REPORT_INTERVAL) / 1000.0
+        return RayMetricsExporter(registry, interval_s).start()
 
     def _task_stdout(self, env: "_SocketTaskEnvironment",
                      driver_addresses: Dict[str, Dict[str, Any]]) -> Optional[TaskStdout]:

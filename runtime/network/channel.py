@@ -97,6 +97,8 @@ class ChannelWriter(abc.ABC):
 
 class ChannelReader(abc.ABC):
     channel_id: str
+    #: bytes of the frames read so far (a transport that does not count them keeps 0)
+    bytes_read: int = 0
 
     @abc.abstractmethod
     def poll(self) -> Optional[Frame]: ...

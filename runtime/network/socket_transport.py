@@ -575,6 +575,7 @@ class SocketChannelReader(ChannelReader):
         if len(buf) < end:
             return None
         self._seqs.check(seq)
+        self.bytes_read += end - pos
         with memoryview(buf) as view:
             frame = decode_frame(kind, view[pos + HEADER.size:end])
         if end == len(buf):

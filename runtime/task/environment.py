@@ -6,7 +6,7 @@ adapters the task puts between its operators and those channels.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowray.operators.base import (
     Output,
@@ -51,6 +51,14 @@ class TaskEnvironment(abc.ABC):
 
     clock: Clock = SystemClock()
     responder: CheckpointResponder = CheckpointResponder()
+    #: a task actor's subtask's metric group (``flowray.metrics.groups.TaskMetricGroup``);
+    #: ``None``: no task metrics (operators still get groups of their own)
+    metrics_group: Optional[Any] = None
+
+    def metrics_group_for(self, tdd: Any) -> Optional[Any]:
+        """The metric group of the subtask ``tdd`` describes (an environment that runs
+        several subtasks makes one each)."""
+        return self.metrics_group
 
     @abc.abstractmethod
     def open_output(self, channel_id: str, consumer: SubtaskId) -> ChannelWriter: ...

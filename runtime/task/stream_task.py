@@ -45,6 +45,7 @@ from flowray.runtime.task.barrier_handler import (
     create_barrier_handler,
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
+from flowray.runtime.task.io_metrics import TaskIOMetrics
 from flowray.runtime.task.operator_chain import wire_operator_chain
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
@@ -127,6 +128,10 @@ class StreamTask:
         self.barrier_handler: Optional[BarrierHandler] = None
         self.checkpointer: Optional[SubtaskCheckpointCoordinator] = None
         self.records_in = 0
+        #: ms spent waiting for input (a source: for its reader to have records), in all
+        self.idle_ms = 0.0
+        self.io_metrics: Optional[TaskIOMetrics] = None
+        self.metrics_group = env.metrics_group_for(tdd)
         self.operators: List[StreamOperator] = []
         self.record_writers: Dict[str, RecordWriter] = {}
         self.readers: Dict[str, ChannelReader] = {}
@@ -188,7 +193,51 @@ class StreamTask:
             "records_out": sum(rw.records_out for rw in self.record_writers.values()),
             "duration_ms": round((end - self._started) * 1000, 1) if self._started else 0.0,
             "channels": channels,
+            "metrics": self.metric_values(),
         }
+
+    def metric_values(self) -> Dict[str, Any]:
+        """The subtask's metrics now: Flink's task metric names, and
+        ``<operator>.<name>`` (with ``[key=value]`` for key/value groups) for operator and
+        user metrics; a meter gives its rate, a distribution a dict."""
+        group = self.metrics_group
+        if group is None:
+            return {}
+        scope = set(group.labels.items())
+        out: Dict[str, Any] = {}
+        for s in group.registry.snapshot():
+            if not scope <= set(s.labels.items()):
+                continue
+            key = s.name[len("flowray_"):]
+            op = s.labels.get("operator_name")
+            extra = "".join(f"[{k}={v}]" for k, v in sorted(s.labels.items())
+                            if k not in group.labels and k != "operator_name")
+            out[f"{op}.{key}{extra}" if op is not None else key + extra] = s.value
+        return out
+
+    def _records_out(self) -> int:
+        return sum(rw.records_out for rw in list(self.record_writers.values()))
+
+    def _bytes_out(self) -> int:
+        return sum(w.stats.bytes for rw in list(self.record_writers.values())
+                   for w in rw.writers)
+
+    def _bytes_in(self) -> int:
+        return sum(r.bytes_read for r in list(self.readers.values()))
+
+    def back_pressured_ms(self) -> float:
+        """ms the task's writes have waited for credit (back-pressure), in all, the wait
+        under way included (any thread may ask)."""
+        now = time.monotonic()
+        total = 0.0
+        for rw in list(self.record_writers.values()):
+            for w in rw.writers:
+                st = w.stats
+                total += st.blocked_ms
+                since = st.blocked_since
+                if since is not None:
+                    total += (now - since) * 1000.0
+        return total
 
     def stalled_ms(self) -> float:
         """How long the task's loop has gone without a turn (any thread may ask; the
@@ -298,7 +347,14 @@ class StreamTask:
             # operators with work in other threads (async I/O) hand results back through
             # the mailbox and give up waiting when the task is cancelled
             services={"mailbox": self.submit, "cancelled": self._cancelled.is_set},
+            metrics=self.metrics_group,
         )
+        if self.metrics_group is not None:
+            self.io_metrics = TaskIOMetrics(
+                self.metrics_group, records_in=lambda: self.records_in,
+                records_out=self._records_out, bytes_in=self._bytes_in,
+                bytes_out=self._bytes_out, idle_ms=lambda: self.idle_ms,
+                back_pressured_ms=self.back_pressured_ms)
 
         for out in tdd.outputs:
             if out.blocking:  # BATCH: the whole output goes to files, read later
@@ -420,7 +476,9 @@ class StreamTask:
             self.records_in += n
             wait = self._housekeeping()
             if n == 0:
+                t0 = self.clock.monotonic_ms()
                 self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
+                self.idle_ms += self.clock.monotonic_ms() - t0
         self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
         if not self.finished_on_restore and self._stop_mode != STOP_NO_DRAIN:
             head.end_of_input()
@@ -447,7 +505,6 @@ class StreamTask:
         first = head.batch_first_input if self.batch_execution else None
         debloater = self._make_debloater()
         monotonic_ms = self.clock.monotonic_ms
-        idle_ms = 0.0  # time spent waiting for input (debloating measures busy time)
 
         while live:
             self._check_cancel()
@@ -455,16 +512,15 @@ class StreamTask:
             active = [r for r in live if not handler.is_blocked(r.channel_id)]
             if first is not None and open_channels.get(first, 0) > 0:
                 active = [r for r in active if input_of[r.channel_id] == first]
-            if debloater is None:
-                ready = gate.wait(active, wait) if active else []
-            else:
-                size = debloater.update(monotonic_ms(), self.records_in, idle_ms, len(live))
+            if debloater is not None:  # (debloating measures busy time)
+                size = debloater.update(monotonic_ms(), self.records_in, self.idle_ms,
+                                        len(live))
                 if size is not None:
                     for r in live:
                         r.announce_batch_size(size)
-                t0 = monotonic_ms()
-                ready = gate.wait(active, wait) if active else []
-                idle_ms += monotonic_ms() - t0
+            t0 = monotonic_ms()
+            ready = gate.wait(active, wait) if active else []
+            self.idle_ms += monotonic_ms() - t0
             for reader in ready:
                 cid = reader.channel_id
                 idx = input_of[cid]

@@ -1,0 +1,64 @@
+"""A subtask's task metrics, with Flink's names and meanings, read from what the task counts
+anyway (per batch, never per record): records and bytes in and out, their rates, and the
+share of each second spent busy, idle (waiting for input) and back-pressured (waiting for
+credit to write).
+
+>>> from flowray.metrics.groups import MetricRegistry
+>>> counts = {"in": 0, "idle_ms": 0.0}
+>>> registry = MetricRegistry()
+>>> m = TaskIOMetrics(registry.task_group("j", "1", "Map", 0),
+...                   records_in=lambda: counts["in"], records_out=lambda: 0,
+...                   bytes_in=lambda: 0, bytes_out=lambda: 0,
+...                   idle_ms=lambda: counts["idle_ms"], back_pressured_ms=lambda: 0.0)
+>>> counts["in"] += 600; counts["idle_ms"] += 1500.0; registry.update_views()
+>>> m.values()["idleTimeMsPerSecond"], m.values()["busyTimeMsPerSecond"]
+(300.0, 700.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from flowray.metrics.groups import TaskMetricGroup
+from flowray.metrics.kinds import UPDATE_INTERVAL_S, FunctionCounter, MeterView
+
+__all__ = ["TaskIOMetrics", "RATE_TIME_SPAN_S"]
+
+#: the time span of the per-second record and byte rates (Flink's MeterView default)
+RATE_TIME_SPAN_S = 60
+
+
+class TaskIOMetrics:
+    """Registers a subtask's I/O metrics in ``group``; every argument reads a running total
+    the task keeps (``idle_ms``/``back_pressured_ms``: milliseconds in all). The time
+    metrics are per second over the last ``UPDATE_INTERVAL_S`` (Flink's ``TimerGauge``);
+    the rates over ``RATE_TIME_SPAN_S``."""
+
+    def __init__(self, group: TaskMetricGroup, *, records_in: Callable[[], int],
+                 records_out: Callable[[], int], bytes_in: Callable[[], int],
+                 bytes_out: Callable[[], int], idle_ms: Callable[[], float],
+                 back_pressured_ms: Callable[[], float]) -> None:
+        self.group = group
+        registry, labels = group.registry, group.labels
+        totals = {"numRecordsIn": records_in, "numRecordsOut": records_out,
+                  "numBytesIn": bytes_in, "numBytesOut": bytes_out}
+        for name, fn in totals.items():
+            group.gauge(name, fn)
+            rate = MeterView(RATE_TIME_SPAN_S, FunctionCounter(fn))
+            registry.replace(group.name_of(name + "PerSecond"), labels, rate)
+        self._idle = MeterView(UPDATE_INTERVAL_S, FunctionCounter(idle_ms))
+        self._back_pressured = MeterView(UPDATE_INTERVAL_S, FunctionCounter(back_pressured_ms))
+        registry.replace(group.name_of("idleTimeMsPerSecond"), labels, self._idle)
+        registry.replace(group.name_of("backPressuredTimeMsPerSecond"), labels,
+                         self._back_pressured)
+        group.gauge("busyTimeMsPerSecond", self.busy_ms_per_second)
+
+    def busy_ms_per_second(self) -> float:
+        """1000 - idle - back-pressured (ms per second), as Flink derives it."""
+        return max(0.0, 1000.0 - self._idle.get_rate() - self._back_pressured.get_rate())
+
+    def values(self) -> Dict[str, Any]:
+        """This subtask's metrics by their Flink names (for the REST API and tests)."""
+        prefix = "flowray_"
+        return {s.name[len(prefix):]: s.value for s in self.group.registry.snapshot()
+                if s.labels == self.group.labels}
