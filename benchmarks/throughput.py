@@ -2,7 +2,9 @@
 loop vs Bytewax, on the same records, in one invocation.
 
 Pipeline: source -> map(x -> (key, x)) -> key_by(key) -> running sum -> counting sink.
-Every run is checked against the same per-key sums. Prints a table and writes JSON.
+Every run is checked against the same per-key sums. Prints a table and writes JSON. The
+"flowray p=1 no metrics" row runs with ``flowray.metrics.enabled=false``: the cost of
+exporting metrics is the p=1 row against it.
 
     python benchmarks/throughput.py [--keys 10000,100000,1000000] [--seconds 20] [--rounds 3]
 """
@@ -160,7 +162,8 @@ def run_bytewax(n: int, keys: int) -> dict:
     return {"wall_s": wall, "running_s": wall, **result}
 
 
-SYSTEMS = ("loop", "bytewax", "flowray p=1", "flowray p=2")
+METRICS_OFF = "flowray p=1 no metrics"
+SYSTEMS = ("loop", "bytewax", "flowray p=1", "flowray p=2", METRICS_OFF)
 
 
 def run_system(system: str, n: int, keys: int, transport: str, batch: int) -> dict:
@@ -168,6 +171,8 @@ def run_system(system: str, n: int, keys: int, transport: str, batch: int) -> di
         return run_loop(n, keys)
     if system == "bytewax":
         return run_bytewax(n, keys)
+    if system == METRICS_OFF:  # what exporting the metrics costs (issue 30: <= 3%)
+        return run_flowray(n, keys, 1, transport, batch, {"flowray.metrics.enabled": "false"})
     return run_flowray(n, keys, int(system[-1]), transport, batch)
 
 
@@ -209,25 +214,33 @@ def main(argv: List[str] | None = None) -> None:
                 if r["count"] != n or r["sums"] != expected_sums(n, keys):
                     sys.exit(f"{system}: wrong per-key sums ({keys:,} keys, {n:,} records)")
                 rates[system].append(n / r["running_s"])
-                print(f"  {keys:>9,} keys  round {rnd + 1}  {system:<12} {n:>11,} records "
+                print(f"  {keys:>9,} keys  round {rnd + 1}  {system:<22} {n:>11,} records "
                       f"{r['running_s']:6.1f} s  {n / r['running_s']:>12,.0f} rec/s", flush=True)
         med = {s: statistics.median(v) for s, v in rates.items() if v}
         results.append({"keys": keys, "records": sizes, "rounds": args.rounds,
                         "records_per_s": rates, "median": med, "skipped": skipped})
     print(f"\nkeyed running sum, medians of {args.rounds} alternating rounds, each run at "
           f"least ~{args.seconds:.0f} s of processing, {args.transport} channels\n")
-    print(f"{'keys':>10}  {'run':<14}{'records/s':>12}{'vs loop':>9}{'vs bytewax':>12}")
+    print(f"{'keys':>10}  {'run':<24}{'records/s':>12}{'vs loop':>9}{'vs bytewax':>12}")
     for res in results:
         med = res["median"]
         for system in SYSTEMS:
             if system not in med:
-                print(f"{res['keys']:>10,}  {system:<14}  skipped: {res['skipped'].get(system)}")
+                print(f"{res['keys']:>10,}  {system:<24}  skipped: {res['skipped'].get(system)}")
                 continue
             vs_loop = f"{med[system] / med['loop']:.2f}x" if "loop" in med else "-"
             vs_bw = f"{med[system] / med['bytewax']:.2f}x" if "bytewax" in med else "-"
-            print(f"{res['keys']:>10,}  {system:<14}{med[system]:>12,.0f}{vs_loop:>9}{vs_bw:>12}")
+            print(f"{res['keys']:>10,}  {system:<24}{med[system]:>12,.0f}{vs_loop:>9}{vs_bw:>12}")
+    for res in results:
+        med = res["median"]
+        if "flowray p=1" in med and METRICS_OFF in med:
+            ratio = med["flowray p=1"] / med[METRICS_OFF]
+            print(f"metrics cost at {res['keys']:,} keys: flowray p=1 with metrics exported runs "
+                  f"at {ratio:.3f}x of {METRICS_OFF!r} (goal: >= 0.97x): "
+                  f"{'met' if ratio >= 0.97 else 'NOT MET'}")
     print("\nrecords/s: records / longest task run time (actor start-up excluded);"
-          " loop: the same work in one Python process.")
+          " loop: the same work in one Python process; 'no metrics': "
+          "flowray.metrics.enabled=false (nothing exported).")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump({"seconds": args.seconds, "batch": args.batch, "transport": args.transport,

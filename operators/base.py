@@ -308,6 +308,10 @@ class StreamOperator:
         self._output_idle = False
         self.current_watermark = MIN_WATERMARK
 
+    def input_watermarks(self) -> List[int]:
+        """The latest watermark of each input (Flink's ``currentInput<n>Watermark``)."""
+        return list(self._watermarks)
+
     # -- lifecycle ---------------------------------------------------------------------
     def setup(self, ctx: OperatorContext, output: Output,
               side_outputs: Optional[Dict[str, Output]] = None) -> None:

@@ -83,6 +83,10 @@ class MetricRegistry:
                                       "task_name": task_name,
                                       "subtask_index": str(subtask_index)})
 
+    def job_group(self, job_name: str, job_id: str) -> "GenericMetricGroup":
+        """A job's group (the job master's metrics: labels ``job_name``, ``job_id``)."""
+        return GenericMetricGroup(self, {"job_name": job_name, "job_id": job_id})
+
     def register(self, name: str, labels: Dict[str, str], make: Callable[[], Metric],
                  kind: type) -> Metric:
         """The metric ``name`` with ``labels``: the one registered before (of ``kind``, else

@@ -28,10 +28,15 @@ from flowray.common.options import (
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
     JOB_STORE_EXPIRATION,
+    METRICS_ENABLED,
+    METRICS_REPORT_INTERVAL,
     SAVEPOINTS_DIR,
     STANDBY_TASKS,
 )
 from flowray.common.configuration import Configuration
+from flowray.metrics.groups import MetricRegistry
+from flowray.runtime.execution.metrics_export import RayMetricsExporter
+from flowray.runtime.jobmaster.job_metrics import JobMetrics
 from flowray.state.state_backend import discard_local_state
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import PreparedJob
@@ -109,6 +114,13 @@ class JobMaster(TaskDeployer):
         self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
                                       SystemClock(), job.config,
                                       initial_checkpoint=job.restore_checkpoint)
+        # the job's metrics (uptime, restarts, checkpoints), exported to Ray's as the tasks'
+        self.metrics = MetricRegistry()
+        self.job_metrics = JobMetrics(self.metrics.job_group(job.job_name, job.job_id),
+                                      self.scheduler, SystemClock())
+        self._metrics_exporter = RayMetricsExporter(
+            self.metrics, config.get(METRICS_REPORT_INTERVAL) / 1000.0).start() \
+            if config.get(METRICS_ENABLED) else None
         # warm standby task actors for failovers (none if the job never restarts); none
         # is started while a deployment is on its way, nor before a checkpoint completed
         # after it (checkpointing on): a new process competes for CPU with the tasks
@@ -167,6 +179,8 @@ class JobMaster(TaskDeployer):
                                                   traceback.format_exc(), False))
         self._outcome = outcome
         self.ended_ms = int(time.time() * 1000)
+        if self._metrics_exporter is not None:
+            self._metrics_exporter.close()
         self._loop_done.set()
         if self.detached:
             self._expire()

@@ -206,6 +206,11 @@ class JobScheduler:
         and its files are there."""
         return self.partitions.is_available(partition_id, self._producer_done(partition_id))
 
+    @property
+    def is_running(self) -> bool:
+        """The job's status is RUNNING."""
+        return self.status == JobStatus.RUNNING
+
     def outcome(self) -> JobOutcome:
         end = self._end_ms if self._end_ms is not None else self.clock.monotonic_ms()
         counts = self.stats.counts()

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-from flowray.metrics.groups import TaskMetricGroup
+from flowray.metrics.groups import GenericMetricGroup, TaskMetricGroup
 from flowray.metrics.kinds import UPDATE_INTERVAL_S, FunctionCounter, MeterView
 
-__all__ = ["TaskIOMetrics", "RATE_TIME_SPAN_S"]
+__all__ = ["TaskIOMetrics", "RATE_TIME_SPAN_S", "register_operator_metrics"]
 
 #: the time span of the per-second record and byte rates (Flink's MeterView default)
 RATE_TIME_SPAN_S = 60
@@ -62,3 +62,19 @@ class TaskIOMetrics:
         prefix = "flowray_"
         return {s.name[len(prefix):]: s.value for s in self.group.registry.snapshot()
                 if s.labels == self.group.labels}
+
+
+def register_operator_metrics(group: GenericMetricGroup, op: Any) -> None:
+    """An operator's watermark gauges (Flink's): ``currentInputWatermark`` (the minimum
+    over its inputs), ``currentInput1Watermark``/``currentInput2Watermark`` for two inputs,
+    and ``currentOutputWatermark``. Not for a source operator: its watermarks come from its
+    reader's splits."""
+    n = getattr(op, "num_inputs", 0)
+    if n < 1:
+        return
+    group.gauge("currentInputWatermark", lambda: min(op.input_watermarks()))
+    if n > 1:
+        for i in range(n):
+            group.gauge(f"currentInput{i + 1}Watermark",
+                        lambda i=i: op.input_watermarks()[i])
+    group.gauge("currentOutputWatermark", lambda: op.current_watermark)

@@ -45,7 +45,7 @@ from flowray.runtime.task.barrier_handler import (
     create_barrier_handler,
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
-from flowray.runtime.task.io_metrics import TaskIOMetrics
+from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
 from flowray.runtime.task.operator_chain import wire_operator_chain
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
@@ -130,6 +130,9 @@ class StreamTask:
         self.records_in = 0
         #: ms spent waiting for input (a source: for its reader to have records), in all
         self.idle_ms = 0.0
+        #: the last checkpoint here: barrier alignment, and trigger to start (ms)
+        self.last_alignment_ms = 0.0
+        self.last_start_delay_ms = 0.0
         self.io_metrics: Optional[TaskIOMetrics] = None
         self.metrics_group = env.metrics_group_for(tdd)
         self.operators: List[StreamOperator] = []
@@ -355,6 +358,11 @@ class StreamTask:
                 records_out=self._records_out, bytes_in=self._bytes_in,
                 bytes_out=self._bytes_out, idle_ms=lambda: self.idle_ms,
                 back_pressured_ms=self.back_pressured_ms)
+            # the last checkpoint at this task, in ns (Flink's names and units)
+            self.metrics_group.gauge("checkpointAlignmentTime",
+                                     lambda: int(self.last_alignment_ms * 1e6))
+            self.metrics_group.gauge("checkpointStartDelayNanos",
+                                     lambda: int(self.last_start_delay_ms * 1e6))
 
         for out in tdd.outputs:
             if out.blocking:  # BATCH: the whole output goes to files, read later
@@ -374,6 +382,9 @@ class StreamTask:
 
         self.operators, self.head = wire_operator_chain(plan, ctx, self.record_writers,
                                                         self.clock)
+        if self.metrics_group is not None:
+            for op in self.operators:
+                register_operator_metrics(self.metrics_group.operator_group(op.name), op)
         self._restoring = self.tdd.restore is not None
         self._initialize_state()
         self._restoring = False
@@ -614,6 +625,8 @@ class StreamTask:
             )
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float) -> None:
+        self.last_alignment_ms = alignment_ms
+        self.last_start_delay_ms = max(0.0, float(self.clock.now_ms() - barrier.timestamp))
         if not self._input_ended:
             for rw in self.record_writers.values():
                 rw.broadcast_event(barrier)

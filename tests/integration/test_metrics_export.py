@@ -2,7 +2,7 @@
 ``ray_flowray_<name>`` (Ray prefixes its applications' metrics with ``ray_`` and writes them
 in lower case: ``ray_flowray_numrecordsout``), labelled with
 the job, task, subtask and operator; a source in front of a slow operator shows
-back-pressure. The test waits for each value to appear (Ray's agent exports every ~10 s)."""
+back-pressure; the job master's job metrics arrive too. The test waits for each value to appear (Ray's agent exports every ~10 s)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ def test_task_user_and_back_pressure_metrics_reach_prometheus(ray_session):
     env = StreamExecutionEnvironment.get_execution_environment()
     config = env.get_configuration()
     config.set_string("flowray.metrics.report-interval", "500 ms")
+    config.set_string("execution.checkpointing.interval", "500 ms")
     env.set_parallelism(1)
     (env.from_source(NumberSequenceSource(0, 10**9), WatermarkStrategy.no_watermarks(),
                      "numbers")
@@ -94,6 +95,13 @@ def test_task_user_and_back_pressure_metrics_reach_prometheus(ray_session):
                     and s[1]["task_name"].startswith("Source") and s[2] > 500]
 
         _wait_for(job_id, back_pressured, "the source's backPressuredTimeMsPerSecond > 500")
+
+        def checkpoints(samples):  # a job metric, from the job master
+            return [s for s in samples if s[0] == "ray_flowray_numberofcompletedcheckpoints"
+                    and s[2] >= 1]
+
+        (_, labels, _), = _wait_for(job_id, checkpoints, "numberOfCompletedCheckpoints >= 1")
+        assert "task_name" not in labels and labels["job_name"] == "metrics-export"
     finally:
         client.cancel()
         with contextlib.suppress(Exception):  # a canceled job's wait raises

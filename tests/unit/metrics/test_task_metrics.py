@@ -73,3 +73,92 @@ def test_time_metrics_split_each_second_as_flink_does():
     registry.update_views()  # a second interval with nothing: all idle time gone
     v = m.values()
     assert v["idleTimeMsPerSecond"] == 0.0 and v["busyTimeMsPerSecond"] == 1000.0
+
+
+def test_operators_report_their_watermarks_and_tasks_their_last_checkpoint():
+    from flowray.common import Duration, WatermarkStrategy
+    from flowray.common.constants import MAX_WATERMARK
+
+    class _Ts:
+        def extract_timestamp(self, value, record_timestamp):
+            return value
+
+    env = local_env(parallelism=1)
+    (env.from_collection(list(range(100)), type_info=Types.LONG())
+     .assign_timestamps_and_watermarks(
+         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0))
+         .with_timestamp_assigner(_Ts()))
+     .map(lambda x: x).name("after-watermarks").print())
+    result = env.execute("watermarks")
+    (values,) = [m["metrics"] for m in result.task_metrics
+                 if "after-watermarks.currentInputWatermark" in m["metrics"]]
+    # the input ended: the final watermark went through the map
+    assert values["after-watermarks.currentInputWatermark"] == MAX_WATERMARK
+    assert values["after-watermarks.currentOutputWatermark"] == MAX_WATERMARK
+    assert values["checkpointAlignmentTime"] == 0  # no checkpoint was taken
+    assert "checkpointStartDelayNanos" in values
+
+
+def test_job_metrics_read_the_scheduler_and_its_checkpoint_stats():
+    from flowray.common.clock import ManualClock
+    from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
+    from flowray.runtime.jobmaster.job_metrics import JobMetrics
+
+    class Scheduler:
+        restarts, stats, is_running = 0, CheckpointStatsTracker(), True
+
+    sched, clock, registry = Scheduler(), ManualClock(10_000), MetricRegistry()
+    m = JobMetrics(registry.job_group("job", "j1"), sched, clock)
+    v = m.values()
+    assert v["lastCheckpointDuration"] == -1 and v["lastCheckpointRestoreTimestamp"] == -1
+    sched.stats.report_triggered(1, 20_000, False, num_tasks=1)
+    sched.stats.report_completed(1, 20_150, 4096)
+    sched.stats.report_triggered(2, 21_000, False, num_tasks=1)
+    sched.stats.report_failed(2, 21_010, "declined")
+    sched.stats.report_restored(1, False, "/chk/1", 30_000)
+    sched.restarts = 1
+    clock.advance(7_000)
+    v = m.values()
+    assert v == {"uptime": 7_000, "numRestarts": 1, "numberOfCompletedCheckpoints": 1,
+                 "numberOfFailedCheckpoints": 1, "numberOfInProgressCheckpoints": 0,
+                 "lastCheckpointDuration": 150, "lastCheckpointSize": 4096,
+                 "lastCheckpointRestoreTimestamp": 30_000}
+    sched.is_running = False
+    assert m.values()["uptime"] == 0
+    assert {s.labels["job_id"] for s in registry.snapshot()} == {"j1"}
+
+
+def test_the_grafana_dashboard_queries_only_metrics_flowray_exports():
+    import json
+    import re
+    from pathlib import Path
+
+    from flowray.common.clock import ManualClock
+    from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
+    from flowray.runtime.jobmaster.job_metrics import JobMetrics
+    from flowray.runtime.task.io_metrics import register_operator_metrics
+
+    class Scheduler:
+        restarts, stats, is_running = 0, CheckpointStatsTracker(), True
+
+    class TwoInputOp:
+        num_inputs, current_watermark = 2, 0
+
+        def input_watermarks(self):
+            return [0, 0]
+
+    registry = MetricRegistry()
+    task = registry.task_group("j", "1", "t", 0)
+    zero = lambda: 0  # noqa: E731
+    TaskIOMetrics(task, records_in=zero, records_out=zero, bytes_in=zero, bytes_out=zero,
+                  idle_ms=zero, back_pressured_ms=zero)
+    task.gauge("checkpointAlignmentTime", zero)  # (StreamTask registers these two)
+    task.gauge("checkpointStartDelayNanos", zero)
+    register_operator_metrics(task.operator_group("op"), TwoInputOp())
+    JobMetrics(registry.job_group("j", "1"), Scheduler(), ManualClock())
+    # Ray serves them as ray_<name> in lower case
+    exported = {"ray_" + s.name.lower() for s in registry.snapshot()}
+    dashboard = Path(__file__).parents[3] / "docs" / "grafana-flowray.json"
+    used = set(re.findall(r"ray_flowray_\w+", dashboard.read_text()))
+    assert used and used <= exported, used - exported
+    json.loads(dashboard.read_text())  # (and it is JSON)
