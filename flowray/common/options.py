@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from flowray.common.configuration import (
     INFINITE,
@@ -782,4 +782,71 @@ METRICS_REPORT_INTERVAL = register_option(
     10_000,
     "How often each task sets its Ray metrics (Ray's agent exports every 10 s by default).",
     check=_bounded(100, 3_600_000, _show_ms, "must be at least 100 ms"),
+)
+
+
+def parse_port_range(value: Any) -> str:
+    """A port (``8081``), a range (``8081-8090``) or a list (``8081,8085``), as Flink's
+    ``rest.port``/``rest.bind-port``; kept as text, checked here."""
+    text = str(value).strip()
+    ports_of(text)
+    return text
+
+
+def ports_of(text: str) -> List[int]:
+    """The ports a ``rest.port`` value allows, in order (``0``: any free port); one port
+    ``P`` allows ``P`` and, when it is taken, the next 100 after it.
+
+    >>> ports_of("8081")[:3], len(ports_of("8081")), ports_of("0"), ports_of("80-82,90")
+    ([8081, 8082, 8083], 101, [0], [80, 81, 82, 90])
+    """
+    out: List[int] = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise ValueError(f"a port, a range a-b or a list of them, got {text!r}") from None
+        if not (0 <= a <= b <= 65535):
+            raise ValueError(f"ports are 0..65535 and a range goes up, got {part!r}")
+        out.extend(range(a, b + 1))
+    if not out:
+        raise ValueError(f"no port in {text!r}")
+    if len(out) == 1 and out[0] != 0:
+        out = list(range(out[0], min(65535, out[0] + 100) + 1))
+    return out
+
+
+REST_PORT = register_option(
+    "rest.port",
+    parse_port_range,
+    "8081",
+    "Port of the job master's REST API and web UI: a port, a range (8081-8090) or a list; "
+    "a port that is taken moves on to the next free one after it (0: any free port).",
+)
+
+REST_ADDRESS = register_option(
+    "rest.address",
+    parse_str,
+    None,
+    "Host name the REST API's URL names (JobClient.get_web_url, the CLI); default: the "
+    "bind address, or the node's address when bound to all interfaces.",
+)
+
+REST_BIND_ADDRESS = register_option(
+    "rest.bind-address",
+    parse_str,
+    "127.0.0.1",
+    "Address the REST server binds. Loopback by default; bound elsewhere, the write "
+    "endpoints (cancel, stop, savepoints) need the token (rest.token).",
+)
+
+REST_TOKEN = register_option(
+    "rest.token",
+    parse_str,
+    None,
+    "Token the REST API's write endpoints require when bound off loopback "
+    "(Authorization: Bearer <token>); default: one generated per job, printed by the CLI.",
 )

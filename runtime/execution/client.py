@@ -191,6 +191,11 @@ class JobHandle:
         return {"job_id": self.job_id, "job_name": self.job_name,
                 "status": self.status().value}
 
+    def web_url(self) -> Optional[str]:
+        """The job's REST API and web UI (``None``: it has none, as on the local
+        executor)."""
+        return None
+
     def savepoint(self, target_dir: Optional[str], stop: bool, drain: bool,
                   timeout_s: Optional[float]) -> "tuple[Optional[str], Optional[str]]":
         """Take a savepoint (``stop``: and stop the job); ``(directory, None)`` or
@@ -237,6 +242,12 @@ class JobClient:
 
     def get_job_name(self) -> str:
         return self._handle.job_name
+
+    def get_web_url(self) -> Optional[str]:
+        """The URL of the job's REST API (Flink's paths) and web UI, e.g.
+        ``http://127.0.0.1:8081``; ``None`` where the job has none (the local executor, or
+        no ``rest.port`` could be bound)."""
+        return self._handle.web_url()
 
     def get_job_info(self) -> Dict[str, Any]:
         """Job id, name, status, start time (``start_ms``), vertices with their

@@ -23,6 +23,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.common.clock import SystemClock
 from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.common.options import ports_of
 from flowray.common.options import (
     DEPLOY_TIMEOUT,
     HEARTBEAT_INTERVAL,
@@ -30,6 +31,10 @@ from flowray.common.options import (
     JOB_STORE_EXPIRATION,
     METRICS_ENABLED,
     METRICS_REPORT_INTERVAL,
+    REST_ADDRESS,
+    REST_BIND_ADDRESS,
+    REST_PORT,
+    REST_TOKEN,
     SAVEPOINTS_DIR,
     STANDBY_TASKS,
 )
@@ -37,6 +42,11 @@ from flowray.common.configuration import Configuration
 from flowray.metrics.groups import MetricRegistry
 from flowray.runtime.execution.metrics_export import RayMetricsExporter
 from flowray.runtime.jobmaster.job_metrics import JobMetrics
+from flowray.runtime.jobmaster.rest_snapshot import job_snapshot
+from flowray.runtime.rest.routes import job_router
+from flowray.runtime.rest.server import RestServer
+from flowray.runtime.rest.snapshot import JobSnapshot
+from flowray.runtime.rest.web_ui import web_ui_files
 from flowray.state.state_backend import discard_local_state
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
 from flowray.runtime.execution.executor import PreparedJob
@@ -103,6 +113,8 @@ class JobMaster(TaskDeployer):
         self.heartbeats = HeartbeatMonitor(config.get(HEARTBEAT_INTERVAL),
                                            config.get(HEARTBEAT_TIMEOUT))
         self._heartbeat_refs: Dict[Any, Tuple[SubtaskId, int]] = {}
+        #: each subtask's metrics at its latest heartbeat (the REST API's task metrics)
+        self.subtask_metrics: Dict[SubtaskId, Dict[str, Any]] = {}
         self.blocklist = NodeBlocklist()
         self.nodes: Dict[SubtaskId, str] = {}  # node of each task's actor
         self._actor_names: Dict[SubtaskId, str] = {}
@@ -121,6 +133,7 @@ class JobMaster(TaskDeployer):
         self._metrics_exporter = RayMetricsExporter(
             self.metrics, config.get(METRICS_REPORT_INTERVAL) / 1000.0).start() \
             if config.get(METRICS_ENABLED) else None
+        self.rest = self._start_rest(config)
         # warm standby task actors for failovers (none if the job never restarts); none
         # is started while a deployment is on its way, nor before a checkpoint completed
         # after it (checkpointing on): a new process competes for CPU with the tasks
@@ -341,10 +354,11 @@ class JobMaster(TaskDeployer):
     def _on_heartbeat(self, ref: Any) -> None:
         s, attempt = self._heartbeat_refs.pop(ref)
         try:
-            stalled_ms = ray.get(ref)
+            stalled_ms, values = ray.get(ref)
         except Exception:  # noqa: BLE001 - a dead actor shows through its run call
             return
         self.heartbeats.on_reply(s, attempt, _now_ms(), stalled_ms)
+        self.subtask_metrics[s] = values  # (the loop holds the lock)
 
     # -- TaskDeployer ------------------------------------------------------------------
     def _name(self, s: SubtaskId) -> str:
@@ -518,6 +532,44 @@ class JobMaster(TaskDeployer):
 
     def task_ended_input(self, attempt, subtask) -> None:
         self.events.put(lambda: self.scheduler.on_ended_input(attempt, subtask))
+
+    # -- the REST API -------------------------------------------------------------------
+    def _start_rest(self, config: Configuration) -> Optional[RestServer]:
+        """Flink's REST API and the web UI on this job master (``rest.*``); a port that
+        cannot be bound leaves the job without them, with a warning."""
+        master = self
+
+        class _Actions:
+            def cancel(self) -> None:
+                master.cancel()
+
+            def savepoint(self, target: Optional[str], stop: bool, drain: bool
+                          ) -> Tuple[Optional[str], Optional[str]]:
+                return master.savepoint(target, stop, drain, None)
+
+        server = RestServer(job_router(self.rest_snapshot, _Actions()),
+                            config.get(REST_BIND_ADDRESS), ports_of(config.get(REST_PORT)),
+                            config.get(REST_TOKEN), config.get(REST_ADDRESS),
+                            static=web_ui_files())
+        try:
+            return server.start()
+        except OSError as e:
+            log.warning("flowray: job %r has no REST API: %s", self.job.job_name, e)
+            return None
+
+    def rest_snapshot(self) -> JobSnapshot:
+        with self._lock:
+            return job_snapshot(self.scheduler, self.job.job_graph, self.job.config,
+                                dict(self.subtask_metrics), dict(self.nodes),
+                                self.submitted_ms, self.ended_ms, int(time.time() * 1000))
+
+    def web_url(self) -> Optional[str]:
+        """The REST API's and web UI's URL (None: none could be bound)."""
+        return self.rest.url if self.rest is not None else None
+
+    def rest_token(self) -> Optional[str]:
+        """The token its write endpoints need off loopback (None on loopback)."""
+        return self.rest.token if self.rest is not None else None
 
     # -- calls from the driver ---------------------------------------------------------
     def cancel(self) -> None:

@@ -159,6 +159,9 @@ class _RayJobHandle(JobHandle):
     def progress(self) -> Dict[str, Any]:
         return ray.get(self.master.progress.remote(), timeout=10)
 
+    def web_url(self) -> Optional[str]:
+        return ray.get(self.master.web_url.remote(), timeout=30)
+
     def checkpoint_stats(self) -> Dict[str, Any]:
         if self._outcome is not None:
             return dict(self._outcome.checkpoint_stats)

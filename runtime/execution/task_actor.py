@@ -338,11 +338,18 @@ class TaskActor:
     def metrics(self) -> Dict[str, Any]:
         return self.task.metrics() if self.task is not None else {}
 
-    def heartbeat(self) -> float:
+    def heartbeat(self) -> Tuple[float, Dict[str, Any]]:
         """The job master's heartbeat request; the answer is how long the task's loop
-        has gone without a turn (ms; 0 while it progresses or waits on its channels)."""
+        has gone without a turn (ms; 0 while it progresses or waits on its channels) and
+        the subtask's metrics now (for the REST API)."""
         task = self.task
-        return task.stalled_ms() if task is not None else 0.0
+        if task is None:
+            return 0.0, {}
+        try:
+            values = task.metric_values()
+        except Exception:  # noqa: BLE001 - metrics never fail a heartbeat
+            values = {}
+        return task.stalled_ms(), values
 
     def pid(self) -> int:
         import os

@@ -126,11 +126,14 @@ class JobScheduler:
         self.subtasks: List[SubtaskId] = list(execution_graph.subtasks())
         self.states: Dict[SubtaskId, TaskState] = {s: TaskState.CREATED for s in self.subtasks}
         self.metrics: Dict[SubtaskId, dict] = {}
-        self.status = JobStatus.CREATED
+        self._status = JobStatus.CREATED
         self.attempt = -1
         self.restarts = 0
         self.failure: Optional[TaskFailure] = None       # the cause the job failed with
         self.failures: List[TaskFailure] = []            # every failure, in order
+        self.failure_times: List[int] = []               # when each was reported (epoch ms)
+        #: epoch ms at which the job entered each status (the REST API's "timestamps")
+        self.status_times: Dict[str, int] = {JobStatus.CREATED.value: clock.now_ms()}
         # running tasks asked to cancel -> when first asked (killed after CANCEL_GRACE_MS);
         # per task: with region failover, tasks of other regions keep running meanwhile
         self._cancel_sent: Dict[SubtaskId, float] = {}
@@ -183,6 +186,16 @@ class JobScheduler:
             self.restart_strategy, clock)
 
     # -- queries -----------------------------------------------------------------------
+    @property
+    def status(self) -> JobStatus:
+        return self._status
+
+    @status.setter
+    def status(self, value: JobStatus) -> None:
+        if value is not self._status:
+            self.status_times[value.value] = self.clock.now_ms()
+        self._status = value
+
     @property
     def is_done(self) -> bool:
         return self.status.is_globally_terminal_state()
@@ -461,6 +474,7 @@ class JobScheduler:
         if subtask is not None and subtask in self._restarting:
             return  # a consequence of a failover already under way
         self.failures.append(failure)
+        self.failure_times.append(self.clock.now_ms())
         deployed = [s for s in self.subtasks if s not in self._created]
         if failure.restoring_checkpoint is None:
             self.restore_failures.restored()  # the last restore went through

@@ -1,0 +1,1 @@
+// the web UI (issue 30): filled in by the next step

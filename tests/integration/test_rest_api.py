@@ -1,0 +1,86 @@
+"""The job master of a running job on Ray serves Flink's REST paths: the job with its
+vertices, metric values from its tasks (a source in front of a slow map is back-pressured,
+its numRecordsOut is what it emitted), checkpoints counting up, and a cancel through PATCH.
+Waits on what the API serves (heartbeats every second carry the tasks' metrics)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.request
+
+import pytest
+
+from flowray import StreamExecutionEnvironment
+from flowray.common import WatermarkStrategy
+from flowray.common.job_status import JobStatus
+from flowray.datastream.connectors import NumberSequenceSource
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _until(fetch, test, what: str, timeout_s: float = 90.0):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = fetch()
+        found = test(last)
+        if found:
+            return found
+        time.sleep(0.2)  # (polling the API; the assertion is on what it serves)
+    pytest.fail(f"{what}: not served within {timeout_s:.0f} s; last: {str(last)[:800]}")
+
+
+def _slow(x):
+    time.sleep(0.005)
+    return x
+
+
+def test_a_running_jobs_rest_api(ray_session):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    config = env.get_configuration()
+    config.set_string("heartbeat.interval", "1 s")
+    config.set_string("execution.checkpointing.interval", "300 ms")
+    config.set_string("rest.port", "0")  # any free port: tests run side by side
+    env.set_parallelism(1)
+    (env.from_source(NumberSequenceSource(0, 10**9), WatermarkStrategy.no_watermarks(),
+                     "numbers")
+     .disable_chaining().map(_slow).name("slow").disable_chaining().add_sink(lambda v: None))
+    client = env.execute_async("rest-api")
+    try:
+        url = client.get_web_url()
+        assert url and url.startswith("http://127.0.0.1:")
+        jid = client.get_job_id()
+        overview = _get(f"{url}/jobs/overview")["jobs"]
+        assert [j["jid"] for j in overview] == [jid] and overview[0]["name"] == "rest-api"
+        job = _get(f"{url}/jobs/{jid}")
+        names = [v["name"] for v in job["vertices"]]
+        assert any(n.startswith("Source: numbers") for n in names) and "slow" in \
+            " ".join(names)
+        source = next(v["id"] for v in job["vertices"] if v["name"].startswith("Source"))
+
+        def back_pressured(bp):
+            return bp["subtasks"] and bp["subtasks"][0]["ratio"] > 0.5 and bp
+
+        _until(lambda: _get(f"{url}/jobs/{jid}/vertices/{source}/backpressure"),
+               back_pressured, "the source's back-pressure ratio > 0.5")
+        out = _until(lambda: _get(f"{url}/jobs/{jid}/vertices/{source}/subtasks/metrics"
+                                  f"?get=numRecordsOut"),
+                     lambda m: m and m[0]["sum"] > 0 and m, "the source's numRecordsOut")
+        assert out[0]["id"] == "numRecordsOut"
+        first = _get(f"{url}/jobs/{jid}/checkpoints")["counts"]["completed"]
+        _until(lambda: _get(f"{url}/jobs/{jid}/checkpoints"),
+               lambda c: c["counts"]["completed"] > first, "the checkpoint count growing")
+        req = urllib.request.Request(f"{url}/jobs/{jid}?mode=cancel", method="PATCH")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 202
+        _until(lambda: client.get_job_status(),
+               lambda s: s is JobStatus.CANCELED, "the job CANCELED by PATCH")
+    finally:
+        client.cancel()
+        with contextlib.suppress(Exception):
+            client.wait(timeout_s=60)
