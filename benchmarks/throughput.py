@@ -188,23 +188,30 @@ def main(argv: List[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--transport", default="socket")
     ap.add_argument("--json", default="benchmarks/results/throughput.json")
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help="comma-separated subset of: " + ", ".join(SYSTEMS))
     args = ap.parse_args(argv)
+    systems = tuple(x for x in SYSTEMS if x in {t.strip() for t in args.systems.split(",")})
     logging.basicConfig(level=logging.WARNING)
     from flowray.runtime.execution.cluster import ensure_ray
     ensure_ray(Configuration())  # start Ray before any timing
     results = []
     for keys in (int(k) for k in args.keys.split(",")):
-        sizes = {s: args.records for s in SYSTEMS}
+        sizes = {s: args.records for s in systems}
         if not args.records:  # calibrate: records for --seconds at each system's rate
-            for system in SYSTEMS:  # a probe undercounts (start-up, fewer keys): +30%
+            for system in systems:  # a probe undercounts (start-up, fewer keys): +30%
+                if system == METRICS_OFF and "flowray p=1" in systems:
+                    continue  # the same records as with metrics (set below)
                 probe = 1_000_000 if system != "bytewax" else 400_000
                 r = run_system(system, probe, keys, args.transport, args.batch)
                 if "skipped" not in r:
                     sizes[system] = max(probe, int(probe / r["running_s"] * args.seconds * 1.3))
-        rates: Dict[str, List[float]] = {s: [] for s in SYSTEMS}
+            if METRICS_OFF in systems and "flowray p=1" in systems:
+                sizes[METRICS_OFF] = sizes["flowray p=1"]
+        rates: Dict[str, List[float]] = {s: [] for s in systems}
         skipped: Dict[str, str] = {}
         for rnd in range(args.rounds):  # alternate systems within each round
-            order = SYSTEMS if rnd % 2 == 0 else tuple(reversed(SYSTEMS))
+            order = systems if rnd % 2 == 0 else tuple(reversed(systems))
             for system in order:
                 n = sizes[system]
                 r = run_system(system, n, keys, args.transport, args.batch)
@@ -224,7 +231,7 @@ def main(argv: List[str] | None = None) -> None:
     print(f"{'keys':>10}  {'run':<24}{'records/s':>12}{'vs loop':>9}{'vs bytewax':>12}")
     for res in results:
         med = res["median"]
-        for system in SYSTEMS:
+        for system in systems:
             if system not in med:
                 print(f"{res['keys']:>10,}  {system:<24}  skipped: {res['skipped'].get(system)}")
                 continue

@@ -55,6 +55,8 @@ def test_a_running_jobs_rest_api(ray_session):
         url = client.get_web_url()
         assert url and url.startswith("http://127.0.0.1:")
         jid = client.get_job_id()
+        with urllib.request.urlopen(url + "/", timeout=10) as resp:  # the web UI's page
+            assert b"/app.js" in resp.read()
         overview = _get(f"{url}/jobs/overview")["jobs"]
         assert [j["jid"] for j in overview] == [jid] and overview[0]["name"] == "rest-api"
         job = _get(f"{url}/jobs/{jid}")

@@ -167,3 +167,24 @@ def test_no_free_port_is_a_clear_error_and_ports_parse_like_flinks():
     with pytest.raises(ValueError, match="a port, a range"):
         ports_of("http")
     assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+
+
+def test_the_web_ui_ships_in_the_package_and_asks_only_for_paths_the_api_serves():
+    import re
+
+    from flowray.runtime.rest.web_ui import WEB_DIR, web_ui_files
+
+    files = web_ui_files()
+    assert {"/index.html", "/app.js", "/app.css"} <= set(files)
+    assert b"/app.js" in files["/index.html"][1] and b"http" not in files["/index.html"][1]
+    source = (WEB_DIR / "app.js").read_text()
+    job, r = _router()
+    fills = {"job.jid": job.job_id, "state.jid": job.job_id, "v.id": "v1", "vid": "v1",
+             "state.checkpoint": "1"}
+    paths = re.findall(r"get\(`([^`]+)`\)|get\(\"([^\"]+)\"\)", source)
+    assert len(paths) >= 8
+    for template in (a or b for a, b in paths):
+        path = re.sub(r"\$\{([^}]+)\}", lambda m: fills.get(m.group(1), "x"), template)
+        path, _, query = path.partition("?")
+        res = r.dispatch("GET", path, dict(p.split("=", 1) for p in query.split("&") if p))
+        assert res.status == 200, (template, res.body)
