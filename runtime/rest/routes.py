@@ -141,25 +141,24 @@ def job_router(snapshot: Callable[[], JobSnapshot], actions: JobActions,
         actions.cancel()
         return RestResponse(202, {})
 
-    def savepoint(req: RestRequest) -> RestResponse:
-        job(req)
-        body = _body(req)
-        target = _dir(body, "target-directory")
-        cancel_job = _bool(body, "cancel-job", False)
-        trigger = ops.start(lambda: actions.savepoint(target, cancel_job, False))
-        return RestResponse(202, {"request-id": trigger})
-
-    def stop(req: RestRequest) -> RestResponse:
-        job(req)
-        body = _body(req)
-        target = _dir(body, "targetDirectory")
-        drain = _bool(body, "drain", False)
-        trigger = ops.start(lambda: actions.savepoint(target, True, drain))
-        return RestResponse(202, {"request-id": trigger})
+    def savepoint_route(directory_key: str, stops: bool) -> Callable[[RestRequest],
+                                                                     RestResponse]:
+        """POST .../savepoints (``target-directory``, ``cancel-job``) and POST .../stop
+        (``targetDirectory``, ``drain``): Flink names the same things two ways."""
+        def handle(req: RestRequest) -> RestResponse:
+            job(req)
+            body = _body(req)
+            target = _dir(body, directory_key)
+            stop = True if stops else _bool(body, "cancel-job", False)
+            drain = _bool(body, "drain", False) if stops else False
+            trigger = ops.start(lambda: actions.savepoint(target, stop, drain))
+            return RestResponse(202, {"request-id": trigger})
+        return handle
 
     r.add("PATCH", "/jobs/:jobid", cancel, write=True)
-    r.add("POST", "/jobs/:jobid/savepoints", savepoint, write=True)
-    r.add("POST", "/jobs/:jobid/stop", stop, write=True)
+    r.add("POST", "/jobs/:jobid/savepoints", savepoint_route("target-directory", False),
+          write=True)
+    r.add("POST", "/jobs/:jobid/stop", savepoint_route("targetDirectory", True), write=True)
     r.add("GET", "/jobs/:jobid/savepoints/:triggerid",
           lambda req: (job(req), ops.get(req.params["triggerid"]))[1])
     return r

@@ -14,10 +14,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from flowray import StreamExecutionEnvironment
-from flowray.common import WatermarkStrategy
-from flowray.datastream.connectors import NumberSequenceSource
 from flowray.datastream.functions import MapFunction, RuntimeContext
+from tests.support.environments import endless_numbers_through
 
 _LINE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -63,15 +61,9 @@ class _Slow(MapFunction):
 
 
 def test_task_user_and_back_pressure_metrics_reach_prometheus(ray_session):
-    env = StreamExecutionEnvironment.get_execution_environment()
-    config = env.get_configuration()
-    config.set_string("flowray.metrics.report-interval", "500 ms")
-    config.set_string("execution.checkpointing.interval", "500 ms")
-    env.set_parallelism(1)
-    (env.from_source(NumberSequenceSource(0, 10**9), WatermarkStrategy.no_watermarks(),
-                     "numbers")
-     .disable_chaining().map(_Slow()).name("slow-map").disable_chaining()
-     .add_sink(lambda v: None))
+    env = endless_numbers_through(_Slow(), "slow-map", **{
+        "flowray.metrics.report-interval": "500 ms",
+        "execution.checkpointing.interval": "500 ms"})
     client = env.execute_async("metrics-export")
     job_id = client.get_job_id()
     try:

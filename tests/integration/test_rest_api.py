@@ -12,10 +12,8 @@ import urllib.request
 
 import pytest
 
-from flowray import StreamExecutionEnvironment
-from flowray.common import WatermarkStrategy
 from flowray.common.job_status import JobStatus
-from flowray.datastream.connectors import NumberSequenceSource
+from tests.support.environments import endless_numbers_through
 
 
 def _get(url: str):
@@ -41,15 +39,9 @@ def _slow(x):
 
 
 def test_a_running_jobs_rest_api(ray_session):
-    env = StreamExecutionEnvironment.get_execution_environment()
-    config = env.get_configuration()
-    config.set_string("heartbeat.interval", "1 s")
-    config.set_string("execution.checkpointing.interval", "300 ms")
-    config.set_string("rest.port", "0")  # any free port: tests run side by side
-    env.set_parallelism(1)
-    (env.from_source(NumberSequenceSource(0, 10**9), WatermarkStrategy.no_watermarks(),
-                     "numbers")
-     .disable_chaining().map(_slow).name("slow").disable_chaining().add_sink(lambda v: None))
+    env = endless_numbers_through(_slow, "slow", **{
+        "heartbeat.interval": "1 s", "execution.checkpointing.interval": "300 ms",
+        "rest.port": "0"})  # (any free port: tests run side by side)
     client = env.execute_async("rest-api")
     try:
         url = client.get_web_url()
