@@ -243,6 +243,31 @@ def info(job: str, address: Optional[str]) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("job")
+@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+@address_option
+def ui(job: str, no_browser: bool, address: Optional[str]) -> None:
+    """Print the job's web UI URL (its REST API's too) and open it in a browser if this
+    machine has one."""
+    import webbrowser
+
+    found, _ = _find(job, address)
+    url = found.get("web_url")
+    if not url:
+        why = ("it has ended" if found.get("status") in ENDED
+               else "its job master could not bind rest.port")
+        raise CliError(f"job {found['job_id']} ({found.get('name')}) has no web UI: {why}")
+    click.echo(url)
+    if found.get("rest_token"):
+        click.echo(f"REST token (write endpoints): {found['rest_token']}")
+    if not no_browser:
+        try:
+            webbrowser.get().open(url)
+        except webbrowser.Error:
+            pass  # no browser here: the URL is printed
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the newest checkpoints to show.")
 @address_option

@@ -64,9 +64,9 @@ def format_job_list(jobs: List[Dict[str, Any]], now_ms: Optional[float] = None) 
     >>> job = {"job_id": "4f2a9c0d1e2f", "name": "wc", "status": "RUNNING", "start_ms": None,
     ...        "end_ms": None, "parallelism": 2, "checkpoints": {"completed": 3},
     ...        "detached": True}
-    >>> print(format_job_list([job]))
-    JOB ID        NAME  STATUS   START TIME  RUNTIME  PARALLELISM  CHECKPOINTS  MODE
-    4f2a9c0d1e2f  wc    RUNNING  -           -        2            3            detached
+    >>> print(format_job_list([dict(job, web_url="http://127.0.0.1:8081")]))
+    JOB ID        NAME  STATUS   START TIME  RUNTIME  PARALLELISM  CHECKPOINTS  MODE      WEB UI
+    4f2a9c0d1e2f  wc    RUNNING  -           -        2            3            detached  http://127.0.0.1:8081
     """
     now_ms = time.time() * 1000 if now_ms is None else now_ms
     rows = []
@@ -76,9 +76,10 @@ def format_job_list(jobs: List[Dict[str, Any]], now_ms: Optional[float] = None) 
                      format_duration(_runtime_ms(j, now_ms)), j.get("parallelism") or "-",
                      (j.get("checkpoints") or {}).get("completed", "-"),
                      "detached" if j.get("detached") else
-                     ("attached" if "detached" in j else "-")])
+                     ("attached" if "detached" in j else "-"),
+                     j.get("web_url") or "-"])
     return format_table(["JOB ID", "NAME", "STATUS", "START TIME", "RUNTIME", "PARALLELISM",
-                         "CHECKPOINTS", "MODE"], rows)
+                         "CHECKPOINTS", "MODE", "WEB UI"], rows)
 
 
 def _checkpoint_line(c: Optional[Dict[str, Any]]) -> str:
@@ -98,7 +99,7 @@ def format_job_info(job: Dict[str, Any], now_ms: Optional[float] = None) -> str:
     ...        "checkpoints": {"completed": 2, "failed": 0, "in_progress": 1},
     ...        "latest_checkpoint": {"id": 2, "path": "/ck/4f2a9c0d1e2f/chk-2",
     ...                              "completed_ms": None},
-    ...        "latest_savepoint": None, "failure": None,
+    ...        "latest_savepoint": None, "failure": None, "web_url": "http://127.0.0.1:8081",
     ...        "vertices": [{"name": "Source: words", "parallelism": 1, "max_parallelism": 128},
     ...                     {"name": "Sum -> Sink", "parallelism": 2, "max_parallelism": 128}]}
     >>> print(format_job_info(job))
@@ -106,6 +107,7 @@ def format_job_info(job: Dict[str, Any], now_ms: Optional[float] = None) -> str:
     Name:              wc
     Status:            RUNNING
     Mode:              detached
+    Web UI:            http://127.0.0.1:8081
     Started:           -
     Runtime:           -
     Restarts:          0
@@ -128,6 +130,11 @@ def format_job_info(job: Dict[str, Any], now_ms: Optional[float] = None) -> str:
         ("Name", name),
         ("Status", job.get("status", "UNKNOWN")),
         ("Mode", "detached" if job.get("detached") else "attached"),
+        ("Web UI", job.get("web_url") or "-"),
+    ]
+    if job.get("rest_token"):  # bound off loopback: the REST write endpoints need it
+        fields.append(("REST token", job["rest_token"]))
+    fields += [
         ("Started", format_time(job.get("start_ms"))),
     ]
     if job.get("end_ms"):

@@ -654,7 +654,7 @@ class JobMaster(TaskDeployer):
                 "job_master_restarts": sched.job_master_restarts,
                 "latest_checkpoint": latest(False), "latest_savepoint": latest(True),
                 "savepoints_dir": Configuration(self.job.config).get(SAVEPOINTS_DIR),
-                "failure": failure}
+                "failure": failure, "web_url": self.web_url(), "rest_token": self.rest_token()}
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         with self._lock:

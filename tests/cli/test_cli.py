@@ -7,11 +7,13 @@ waits for an event (a marker fired in the fault ledger, a status that ``flowray 
 prints, the committed output), never for time to pass.
 """
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections import Counter
 
@@ -118,6 +120,11 @@ def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tm
     assert name in line and "RUNNING" in line and "detached" in line, listed
     info = shell(f"flowray info {first}").stdout
     assert _field(info, "Status") == "RUNNING" and _field(info, "Mode") == "detached"
+    web = _field(info, "Web UI")  # the job master's REST API answers there
+    assert re.match(r"^http://127\.0\.0\.1:\d+$", web), info
+    assert shell(f"flowray ui --no-browser {first}").stdout.strip() == web
+    with urllib.request.urlopen(f"{web}/jobs/overview", timeout=10) as resp:
+        assert json.loads(resp.read())["jobs"][0]["state"] == "RUNNING"
     assert re.search(r"^\s+Source: numbers.*\s1\s+128$", info, re.MULTILINE), info
 
     # a savepoint; the job runs on

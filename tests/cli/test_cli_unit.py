@@ -127,7 +127,7 @@ def test_list_shows_running_jobs_and_all_with_a(cluster):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["JOB", "ID", "NAME", "STATUS", "START", "TIME", "RUNTIME",
-                                "PARALLELISM", "CHECKPOINTS", "MODE"]
+                                "PARALLELISM", "CHECKPOINTS", "MODE", "WEB", "UI"]
     assert len(lines) == 2 and lines[1].startswith("77aa00bb11cc  wc#2  RUNNING")
     result = CliRunner().invoke(main, ["list", "-a"])
     assert [ln.split()[0] for ln in result.stdout.splitlines()[1:]] == \
@@ -284,3 +284,39 @@ def test_python_m_flowray_cli_is_the_command():
     p = subprocess.run([sys.executable, "-m", "flowray.cli", "--help"], capture_output=True,
                        text=True, env=dict(os.environ), timeout=60)
     assert p.returncode == 0 and "savepoint" in p.stdout and "checkpoints" in p.stdout
+
+
+def test_list_info_and_ui_name_the_web_ui(monkeypatch):
+    import webbrowser
+
+    from flowray.runtime.execution import jobs as jobs_module
+    running = dict(JOBS[1], web_url="http://127.0.0.1:8082", rest_token="t0k")
+    monkeypatch.setattr(cli, "_jobs", lambda address: [dict(JOBS[0]), running])
+    monkeypatch.setattr(jobs_module, "attach", lambda job, address=None: None)
+    listed = CliRunner().invoke(main, ["list"]).stdout.splitlines()
+    assert listed[0].endswith("WEB UI") and listed[1].endswith("http://127.0.0.1:8082")
+    info = CliRunner().invoke(main, ["info", "wc#2"]).stdout
+    assert "Web UI:            http://127.0.0.1:8082" in info
+    assert "REST token:        t0k" in info
+    opened = []
+
+    class Browser:
+        def open(self, url):
+            opened.append(url)
+
+    monkeypatch.setattr(webbrowser, "get", lambda: Browser())
+    result = CliRunner().invoke(main, ["ui", "wc#2"])
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["http://127.0.0.1:8082",
+                                          "REST token (write endpoints): t0k"]
+    assert opened == ["http://127.0.0.1:8082"]
+    CliRunner().invoke(main, ["ui", "--no-browser", "wc#2"])
+    assert opened == ["http://127.0.0.1:8082"]  # not again
+
+    def no_browser():
+        raise webbrowser.Error("could not locate runnable browser")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    assert CliRunner().invoke(main, ["ui", "wc#2"]).exit_code == 0  # the URL is printed
+    ended = CliRunner().invoke(main, ["ui", "4f2a"])
+    assert ended.exit_code != 0 and "has no web UI: it has ended" in ended.output
