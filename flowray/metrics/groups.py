@@ -176,6 +176,12 @@ class GenericMetricGroup(MetricGroup):
         return GenericMetricGroup(self.registry, {**self.labels, label: str(extra)},
                                   self.path)
 
+    def values(self) -> Dict[str, Any]:
+        """This group's own metrics now (not its subgroups' with other labels), by name
+        without the ``flowray_`` prefix."""
+        return {s.name[len("flowray_"):]: s.value for s in self.registry.snapshot()
+                if s.labels == self.labels}
+
     def name_of(self, name: str) -> str:
         """The full metric name of ``name`` in this group."""
         return metric_name(self.path, _check_name("name", name))

@@ -87,13 +87,16 @@ def jobs_overview(jobs: Sequence[JobSnapshot]) -> Dict[str, Any]:
 
 
 # -- one job ---------------------------------------------------------------------------------
-def _io_metrics(v: VertexSnapshot) -> Dict[str, Any]:
-    """A vertex's "metrics" in /jobs/:jobid: sums over its subtasks (bytes and records read
-    and written on channels, the accumulated time split of its subtasks)."""
-    def total(name: str) -> int:
-        return int(sum(st.metrics.get(name, 0) or 0 for st in v.subtasks))
+_ENDED = ("FINISHED", "CANCELED", "FAILED")
 
-    done = all(st.status in ("FINISHED", "CANCELED", "FAILED") for st in v.subtasks)
+
+def _io_json(subtasks: Sequence[SubtaskSnapshot]) -> Dict[str, Any]:
+    """Flink's I/O "metrics" of a vertex (sums over ``subtasks``) or of one subtask: bytes
+    and records read and written on channels, complete once they all ended."""
+    def total(name: str) -> int:
+        return int(sum(st.metrics.get(name, 0) or 0 for st in subtasks))
+
+    done = all(st.status in _ENDED for st in subtasks)
     return {"read-bytes": total("numBytesIn"), "read-bytes-complete": done,
             "write-bytes": total("numBytesOut"), "write-bytes-complete": done,
             "read-records": total("numRecordsIn"), "read-records-complete": done,
@@ -118,7 +121,7 @@ def job_details(job: JobSnapshot) -> Dict[str, Any]:
                          "parallelism": v.parallelism, "status": _vertex_status(v),
                          **_vertex_times(v, job.now_ms),
                          "tasks": _counts(st.status for st in v.subtasks),
-                         "metrics": _io_metrics(v), "slotSharingGroupId": None})
+                         "metrics": _io_json(v.subtasks), "slotSharingGroupId": None})
     return {"jid": job.job_id, "name": job.job_name, "isStoppable": job.stoppable,
             "state": job.state, "job-type": job.job_type, "schedulerType": "Default",
             "application-id": None, "pending-operators": 0, "stream-graph": {},
@@ -179,20 +182,9 @@ def _vertex_or_404(job: JobSnapshot, vertex_id: str) -> VertexSnapshot:
 
 
 def _subtask_json(st: SubtaskSnapshot, now: int) -> Dict[str, Any]:
-    m = st.metrics
-    done = st.status in ("FINISHED", "CANCELED", "FAILED")
     return {"subtask": st.index, "status": st.status, "attempt": st.attempt,
             "endpoint": st.host, "start-time": st.start_ms, "end-time": st.end_ms,
-            "duration": _duration(st.start_ms, st.end_ms, now),
-            "metrics": {"read-bytes": int(m.get("numBytesIn", 0)), "read-bytes-complete": done,
-                        "write-bytes": int(m.get("numBytesOut", 0)),
-                        "write-bytes-complete": done,
-                        "read-records": int(m.get("numRecordsIn", 0)),
-                        "read-records-complete": done,
-                        "write-records": int(m.get("numRecordsOut", 0)),
-                        "write-records-complete": done,
-                        "accumulated-backpressured-time": 0, "accumulated-idle-time": 0,
-                        "accumulated-busy-time": 0.0},
+            "duration": _duration(st.start_ms, st.end_ms, now), "metrics": _io_json([st]),
             "taskmanager-id": st.host, "start_time": st.start_ms,
             "other-concurrent-attempts": [], "status-duration": {}}
 
@@ -203,7 +195,7 @@ def vertex_details(job: JobSnapshot, vertex_id: str) -> Dict[str, Any]:
     return {"id": v.id, "name": v.name, "parallelism": v.parallelism,
             "maxParallelism": v.max_parallelism, "now": job.now_ms,
             "subtasks": [_subtask_json(st, job.now_ms) for st in v.subtasks],
-            "aggregated": {"metrics": _io_metrics(v), "status-duration": {}}}
+            "aggregated": {"metrics": _io_json(v.subtasks), "status-duration": {}}}
 
 
 def _numeric(value: Any) -> Optional[float]:

@@ -58,10 +58,8 @@ class TaskIOMetrics:
         return max(0.0, 1000.0 - self._idle.get_rate() - self._back_pressured.get_rate())
 
     def values(self) -> Dict[str, Any]:
-        """This subtask's metrics by their Flink names (for the REST API and tests)."""
-        prefix = "flowray_"
-        return {s.name[len(prefix):]: s.value for s in self.group.registry.snapshot()
-                if s.labels == self.group.labels}
+        """These metrics by their Flink names (tests, doctests)."""
+        return self.group.values()
 
 
 def register_operator_metrics(group: GenericMetricGroup, op: Any) -> None:
