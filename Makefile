@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_LIB := .cache/kafka/lib
 KAFKA_STAMP := $(KAFKA_LIB)/.resolved
 
-.PHONY: run test unit bench java-check mvn-check postgres kafka kafka-jars clean
+.PHONY: run test unit bench java-check mvn-check postgres chromium kafka kafka-jars clean
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { \
@@ -48,6 +48,17 @@ postgres:
 	  echo "       Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y postgresql"; \
 	  exit 1; fi
 
+# Debian's Chromium and ChromeDriver for the web UI's browser tests: installed when missing
+chromium:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Chromium is missing: installing Debian's chromium and chromium-driver packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+	  echo "error: Chromium and ChromeDriver are required by the web UI's browser tests and were not found."; \
+	  echo "       Install them, e.g. on Debian/Ubuntu: sudo apt-get install -y chromium chromium-driver"; \
+	  exit 1; fi
+
 # a Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...) for the examples; Ctrl-C stops it
 kafka: java-check $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m tests.support.servers kafka
@@ -65,7 +76,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 run: java-check $(STAMP)
 	$(PY) examples/spark_pipeline.py
 
-test: java-check postgres $(STAMP) $(KAFKA_STAMP)
+test: java-check postgres chromium $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pytest -q tests
 
 unit: $(STAMP)

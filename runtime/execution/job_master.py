@@ -561,7 +561,8 @@ class JobMaster(TaskDeployer):
         with self._lock:
             return job_snapshot(self.scheduler, self.job.job_graph, self.job.config,
                                 dict(self.subtask_metrics), dict(self.nodes),
-                                self.submitted_ms, self.ended_ms, int(time.time() * 1000))
+                                self.submitted_ms, self.ended_ms, int(time.time() * 1000),
+                                self.job_metrics.group.values())
 
     def web_url(self) -> Optional[str]:
         """The REST API's and web UI's URL (None: none could be bound)."""

@@ -15,7 +15,8 @@ __all__ = ["job_snapshot"]
 def job_snapshot(scheduler: Any, job_graph: Any, config: Mapping[str, Any],
                  live_metrics: Mapping[SubtaskId, Dict[str, Any]],
                  hosts: Mapping[SubtaskId, str], start_ms: int, end_ms: Optional[int],
-                 now_ms: int) -> JobSnapshot:
+                 now_ms: int, job_metrics: Optional[Mapping[str, Any]] = None
+                 ) -> JobSnapshot:
     """``live_metrics``: running subtasks' latest metric values (heartbeats); an ended
     subtask's come from its result."""
     vertices = []
@@ -48,4 +49,5 @@ def job_snapshot(scheduler: Any, job_graph: Any, config: Mapping[str, Any],
         config={str(k): str(val) for k, val in config.items()},
         checkpoint_counts=stats.counts(), checkpoint_history=stats.history(),
         latest_restore=stats.latest_restore, failures=failures,
-        restarts=scheduler.restarts)
+        restarts=scheduler.restarts,
+        job_metrics=dict(job_metrics or {"numRestarts": scheduler.restarts}))

@@ -116,6 +116,8 @@ def job_router(snapshot: Callable[[], JobSnapshot], actions: JobActions,
     r.add("GET", "/jobs/:jobid/config", lambda req: views.job_config(job(req)))
     r.add("GET", "/jobs/:jobid/exceptions", lambda req: views.job_exceptions(
         job(req), req.query_int("maxExceptions", 20)))
+    r.add("GET", "/jobs/:jobid/metrics", lambda req: views.job_metrics(job(req),
+                                                                     req.query.get("get")))
     r.add("GET", "/jobs/:jobid/vertices/:vertexid", lambda req: views.vertex_details(
         job(req), req.params["vertexid"]))
     r.add("GET", "/jobs/:jobid/vertices/:vertexid/subtasks/metrics",

@@ -64,6 +64,8 @@ class JobSnapshot:
     latest_restore: Optional[Dict[str, Any]]
     failures: Tuple[FailureRecord, ...]
     restarts: int = 0
+    #: the job's metrics by name (JobMetrics: uptime, numRestarts, checkpoint counts...)
+    job_metrics: Dict[str, Any] = field(default_factory=dict)
     stoppable: bool = True
     extra: Dict[str, Any] = field(default_factory=dict)
 

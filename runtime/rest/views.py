@@ -11,7 +11,8 @@ from flowray.runtime.rest.router import RestError
 from flowray.runtime.rest.snapshot import JobSnapshot, SubtaskSnapshot, VertexSnapshot
 
 __all__ = ["FLOWRAY_VERSION_TEXT", "cluster_overview", "jobs_overview", "job_overview",
-           "job_details", "job_plan", "job_config", "job_exceptions", "vertex_details",
+           "job_details", "job_plan", "job_config", "job_exceptions", "job_metrics",
+           "vertex_details",
            "subtask_metrics", "vertex_metrics", "vertex_backpressure", "vertex_watermarks",
            "checkpoints", "checkpoint_details", "EXECUTION_STATES"]
 
@@ -243,6 +244,15 @@ def vertex_metrics(job: JobSnapshot, vertex_id: str,
     if names is None:
         return [{"id": n} for n in sorted(flat)]
     return [{"id": n, "value": str(flat[n])} for n in names if n in flat]
+
+
+def job_metrics(job: JobSnapshot, get: Optional[str] = None) -> List[Dict[str, Any]]:
+    """``/jobs/:jobid/metrics[?get=uptime,numRestarts]``: the job's metrics, values as
+    strings (as Flink sends them)."""
+    names = _wanted(get)
+    if names is None:
+        return [{"id": n} for n in sorted(job.job_metrics)]
+    return [{"id": n, "value": str(job.job_metrics[n])} for n in names if n in job.job_metrics]
 
 
 def _level(ratio: float) -> str:

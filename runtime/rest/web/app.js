@@ -4,7 +4,7 @@
 "use strict";
 
 const REFRESH_MS = 2000;
-const state = { tab: "graph", jid: null, vertex: null, checkpoint: null };
+const state = { tab: "graph", jid: null, vertex: null, checkpoint: null, openExceptions: new Set() };
 const $ = (sel) => document.querySelector(sel);
 
 function el(tag, attrs, ...children) {
@@ -44,11 +44,14 @@ function table(head, rows, attrs) {
 async function jobList() {
   const jobs = (await get("/jobs/overview")).jobs;
   if (!state.jid && jobs.length) state.jid = jobs[0].jid;
-  return table(["job", "status", "started", "duration", "tasks"], jobs.map((j) =>
-    el("tr", { "data-job-id": j.jid, class: "job-row" },
-      el("td", {}, el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); state.jid = j.jid; state.tab = "graph"; render(); } }, j.name)),
+  const restarts = await Promise.all(jobs.map((j) => get(`/jobs/${j.jid}/metrics?get=numRestarts`)
+    .then((m) => (m.length ? m[0].value : "-")).catch(() => "-")));
+  return table(["job", "status", "started", "duration", "restarts", "tasks"], jobs.map((j, k) =>
+    el("tr", { "data-job-id": j.jid, class: j.jid === state.jid ? "job-row selected" : "job-row" },
+      el("td", {}, el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); state.jid = j.jid; state.tab = "graph"; state.vertex = null; state.checkpoint = null; render(); } }, j.name)),
       el("td", { class: `status ${j.state}` }, j.state), el("td", {}, time(j["start-time"])),
-      el("td", {}, dur(j.duration)), el("td", {}, `${j.tasks.running}/${j.tasks.total} running`))),
+      el("td", {}, dur(j.duration)), el("td", { class: "restarts" }, restarts[k]),
+      el("td", {}, `${j.tasks.running}/${j.tasks.total} running`))),
   { id: "job-list" });
 }
 
@@ -172,11 +175,25 @@ async function checkpointsTab(job) {
   return el("div", {}, ...parts);
 }
 
+function rootCause(x) {
+  // a Python traceback names the exception and its message last; other causes first
+  const lines = (x.stacktrace || "").split("\n").map((l) => l.trim()).filter(Boolean);
+  if (!lines.length) return x.exceptionName;
+  return lines[0].startsWith("Traceback") ? lines[lines.length - 1] : lines[0];
+}
+
 async function exceptionsTab(job) {
   const e = (await get(`/jobs/${job.jid}/exceptions`)).exceptionHistory;
   if (!e.entries.length) return el("p", { id: "no-exceptions" }, "No exceptions: the job has not restarted.");
-  return el("div", { id: "exceptions" }, ...e.entries.map((x) => el("details", { class: "exception-entry" },
-    el("summary", {}, `${time(x.timestamp)} · ${x.taskName} · `, el("b", {}, x.exceptionName)), el("pre", {}, x.stacktrace))));
+  return el("div", { id: "exceptions" }, ...e.entries.map((x) => {
+    const key = `${x.timestamp}/${x.taskName}`;
+    const d = el("details", { class: "exception-entry" },
+      el("summary", {}, `${time(x.timestamp)} · ${x.taskName} · `, el("b", {}, x.exceptionName)),
+      el("pre", {}, x.stacktrace));
+    d.open = state.openExceptions.has(key);   // stays open across refreshes
+    d.ontoggle = () => { if (d.open) state.openExceptions.add(key); else state.openExceptions.delete(key); };
+    return el("div", { class: "exception" }, d, el("p", { class: "root-cause" }, "cause: ", el("code", {}, rootCause(x))));
+  }));
 }
 
 async function watermarksTab(job) {

@@ -57,7 +57,7 @@ def sample_job() -> JobSnapshot:
                         "restore_ms": 2_500},
         failures=(FailureRecord(2_400, "map -> Sink (1/2)", "ValueError", "boom",
                                 "Traceback...\nValueError: boom"),),
-        restarts=1)
+        restarts=1, job_metrics={"uptime": 12_000, "numRestarts": 1})
 
 
 class _Actions:

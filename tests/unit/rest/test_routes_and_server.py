@@ -58,6 +58,10 @@ def test_values_come_from_the_subtasks_metrics():
     assert cps["latest"]["restored"]["id"] == 1
     one = r.dispatch("GET", f"/jobs/{jid}/checkpoints/details/1", {}).body
     assert one["tasks"]["v1"]["num_acknowledged_subtasks"] == 1
+    assert r.dispatch("GET", f"/jobs/{jid}/metrics", {}).body == [{"id": "numRestarts"},
+                                                                  {"id": "uptime"}]
+    assert r.dispatch("GET", f"/jobs/{jid}/metrics", {"get": "numRestarts,nope"}).body == [
+        {"id": "numRestarts", "value": "1"}]
     assert one["tasks"]["v1"]["subtasks"][0]["alignment"]["duration"] == 4
     exc = r.dispatch("GET", f"/jobs/{jid}/exceptions", {}).body["exceptionHistory"]
     assert exc["entries"][0]["exceptionName"] == "ValueError"
@@ -179,7 +183,8 @@ def test_the_web_ui_ships_in_the_package_and_asks_only_for_paths_the_api_serves(
     assert b"/app.js" in files["/index.html"][1] and b"http" not in files["/index.html"][1]
     source = (WEB_DIR / "app.js").read_text()
     job, r = _router()
-    fills = {"job.jid": job.job_id, "state.jid": job.job_id, "v.id": "v1", "vid": "v1",
+    fills = {"job.jid": job.job_id, "state.jid": job.job_id, "j.jid": job.job_id, "v.id": "v1",
+             "vid": "v1",
              "state.checkpoint": "1"}
     paths = re.findall(r"get\(`([^`]+)`\)|get\(\"([^\"]+)\"\)", source)
     assert len(paths) >= 8
