@@ -10,6 +10,7 @@ detached), and list, inspect, savepoint, stop and cancel jobs on a Ray cluster.
     flowray savepoint JOB [DIR]
     flowray stop JOB [--savepoint-path DIR] [--drain]
     flowray cancel JOB
+    flowray history [--port P] [--archive-dir DIR ...] [-D key=value ...]
 
 ``JOB`` is a job id (or a prefix of at least 4 characters), or a job's name. Every
 command takes ``--address`` (default ``RAY_ADDRESS``, else the local cluster that
@@ -264,6 +265,58 @@ def ui(job: str, no_browser: bool, address: Optional[str]) -> None:
             webbrowser.get().open(url)
         except webbrowser.Error:
             pass  # no browser here: the URL is printed
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--port", default=None, metavar="PORT",
+              help="Port (or range) to serve on (historyserver.web.port, default 8082; a "
+                   "taken port moves on to the next free one).")
+@click.option("--archive-dir", "archive_dirs", multiple=True, metavar="DIR",
+              help="A directory of job archives (repeatable; default: "
+                   "historyserver.archive.fs.dir, else jobmanager.archive.fs.dir).")
+@click.option("-D", "properties", multiple=True, metavar="KEY=VALUE",
+              help="A configuration setting, e.g. -D historyserver.web.address=0.0.0.0.")
+def history(port: Optional[str], archive_dirs: Tuple[str, ...],
+            properties: Tuple[str, ...]) -> None:
+    """Serve ended jobs' REST API and web UI from the archives their job masters wrote
+    (jobmanager.archive.fs.dir), as Flink's HistoryServer; Ctrl-C stops it."""
+    import threading
+
+    from flowray.common.configuration import Configuration, ConfigurationError
+    from flowray.common.options import (HISTORY_ARCHIVE_DIRS, HISTORY_REFRESH_INTERVAL,
+                                        HISTORY_WEB_ADDRESS, HISTORY_WEB_PORT,
+                                        JOB_ARCHIVE_DIR, ports_of)
+    from flowray.runtime.rest.history import HistoryServer
+
+    settings = parse_properties(properties)
+    if port is not None:
+        settings[HISTORY_WEB_PORT.key] = port
+    try:
+        config = Configuration(settings)
+        ports = ports_of(config.get(HISTORY_WEB_PORT))
+    except (ConfigurationError, ValueError) as e:
+        raise CliError(e) from None
+    dirs = list(archive_dirs) or [
+        d.strip() for d in (config.get(HISTORY_ARCHIVE_DIRS) or config.get(JOB_ARCHIVE_DIR)
+                            or "").split(",") if d.strip()]
+    if not dirs:
+        raise CliError("no archive directory: give --archive-dir DIR (where jobs ran with "
+                       "-D jobmanager.archive.fs.dir=DIR)")
+    server = HistoryServer(dirs, config.get(HISTORY_WEB_ADDRESS), ports,
+                           config.get(HISTORY_REFRESH_INTERVAL))
+    try:
+        server.start()
+    except OSError as e:
+        raise CliError(e) from None
+    click.echo(f"flowray history: {len(server.archives.job_ids())} archived job(s) from "
+               f"{', '.join(dirs)} at {server.url}", )
+    sys.stdout.flush()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
 
 
 @main.command(context_settings=CONTEXT)

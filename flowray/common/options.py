@@ -25,6 +25,15 @@ from flowray.common.configuration import (
 )
 
 __all__ = [
+    "REST_PORT",
+    "REST_ADDRESS",
+    "REST_BIND_ADDRESS",
+    "REST_TOKEN",
+    "JOB_ARCHIVE_DIR",
+    "HISTORY_ARCHIVE_DIRS",
+    "HISTORY_WEB_PORT",
+    "HISTORY_WEB_ADDRESS",
+    "HISTORY_REFRESH_INTERVAL",
     "PARALLELISM",
     "MAX_PARALLELISM",
     "BUFFER_TIMEOUT",
@@ -849,4 +858,43 @@ REST_TOKEN = register_option(
     None,
     "Token the REST API's write endpoints require when bound off loopback "
     "(Authorization: Bearer <token>); default: one generated per job, printed by the CLI.",
+)
+
+JOB_ARCHIVE_DIR = register_option(
+    "jobmanager.archive.fs.dir",
+    parse_str,
+    None,
+    "Directory where a job master archives its job's REST responses when the job ends "
+    "(one file per job, as Flink's HistoryServer reads them); `flowray history` serves "
+    "them. Unset: nothing is archived.",
+)
+
+HISTORY_ARCHIVE_DIRS = register_option(
+    "historyserver.archive.fs.dir",
+    parse_str,
+    None,
+    "Comma-separated directories `flowray history` serves ended jobs from; default: "
+    "jobmanager.archive.fs.dir.",
+)
+
+HISTORY_WEB_PORT = register_option(
+    "historyserver.web.port",
+    parse_port_range,
+    "8082",
+    "Port of `flowray history`'s REST API and web UI (a taken port moves on to the next).",
+)
+
+HISTORY_WEB_ADDRESS = register_option(
+    "historyserver.web.address",
+    parse_str,
+    "127.0.0.1",
+    "Address `flowray history` binds (it serves ended jobs read-only).",
+)
+
+HISTORY_REFRESH_INTERVAL = register_option(
+    "historyserver.archive.fs.refresh-interval",
+    parse_duration_ms,
+    10_000,
+    "How often `flowray history` looks for newly archived jobs.",
+    check=_bounded(100, 24 * 3600_000, _show_ms),
 )

@@ -28,6 +28,7 @@ from flowray.common.options import (
     DEPLOY_TIMEOUT,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
+    JOB_ARCHIVE_DIR,
     JOB_STORE_EXPIRATION,
     METRICS_ENABLED,
     METRICS_REPORT_INTERVAL,
@@ -43,6 +44,7 @@ from flowray.metrics.groups import MetricRegistry
 from flowray.runtime.execution.metrics_export import RayMetricsExporter
 from flowray.runtime.jobmaster.job_metrics import JobMetrics
 from flowray.runtime.jobmaster.rest_snapshot import job_snapshot
+from flowray.runtime.rest.history import write_job_archive
 from flowray.runtime.rest.routes import job_router
 from flowray.runtime.rest.server import RestServer
 from flowray.runtime.rest.snapshot import JobSnapshot
@@ -194,9 +196,23 @@ class JobMaster(TaskDeployer):
         self.ended_ms = int(time.time() * 1000)
         if self._metrics_exporter is not None:
             self._metrics_exporter.close()
+        self._archive()   # before the outcome is told: a waiter finds the archive written
         self._loop_done.set()
         if self.detached:
             self._expire()
+
+    def _archive(self) -> None:
+        """Archive the ended job's REST responses in ``jobmanager.archive.fs.dir`` (if set)
+        for ``flowray history``. Idempotent: a restarted master writes the same file."""
+        directory = Configuration(self.job.config).get(JOB_ARCHIVE_DIR)
+        if not directory:
+            return
+        try:
+            path = write_job_archive(directory, self.rest_snapshot())
+            log.info("flowray: job %s archived in %s", self.job.job_id, path)
+        except Exception as e:  # noqa: BLE001 - the job's outcome stands without it
+            log.warning("flowray: job %s (%s) could not be archived in %s: %s",
+                        self.job.job_id, self.job.job_name, directory, e)
 
     def _expire(self) -> None:
         """A detached master stays ``jobstore.expiration-time`` after its job ended (its

@@ -76,6 +76,10 @@ class Router:
         """``write``: the route changes something (it needs the token off loopback)."""
         self._routes.append((method.upper(), _parts(pattern), handler, write))
 
+    def patterns(self, method: str) -> List[str]:
+        """The path patterns routed for ``method``, in the order they were added."""
+        return ["/" + "/".join(r[1]) for r in self._routes if r[0] == method.upper()]
+
     def is_write(self, method: str, path: str) -> bool:
         found = self._match(method.upper(), _parts(path))
         return found is not None and found[0][3]

@@ -320,3 +320,46 @@ def test_list_info_and_ui_name_the_web_ui(monkeypatch):
     assert CliRunner().invoke(main, ["ui", "wc#2"]).exit_code == 0  # the URL is printed
     ended = CliRunner().invoke(main, ["ui", "4f2a"])
     assert ended.exit_code != 0 and "has no web UI: it has ended" in ended.output
+
+
+def test_history_serves_archived_jobs_until_interrupted(tmp_path):
+    """``flowray history`` in a real process: it prints its URL, serves the archive's job at
+    Flink's paths and the web UI's page, finds a job archived after it started, and ends
+    on Ctrl-C (SIGINT)."""
+    import dataclasses
+    import signal
+    import subprocess
+    import urllib.request
+
+    from flowray.runtime.rest.history import write_job_archive
+    from flowray.testing import wait_until
+    from tests.unit.rest.test_flink_shapes import sample_job
+
+    first = dataclasses.replace(sample_job(), job_id="1" * 32, job_name="first",
+                                state="FINISHED", end_ms=9_000)
+    write_job_archive(str(tmp_path), first)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flowray.cli", "history", "--port", "0", "--archive-dir",
+         str(tmp_path), "-D", "historyserver.archive.fs.refresh-interval=100 ms"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "1 archived job(s)" in line, (line, proc.stderr.read() if proc.poll() else "")
+        url = line.rsplit(" at ", 1)[1].strip()
+
+        def get(path):
+            with urllib.request.urlopen(url + path, timeout=10) as resp:
+                return resp.read()
+        assert b"/app.js" in get("/")
+        assert json.loads(get(f"/jobs/{first.job_id}/plan"))["plan"]["name"] == "first"
+        write_job_archive(str(tmp_path), dataclasses.replace(first, job_id="2" * 32,
+                                                             job_name="second"))
+        wait_until(lambda: len(json.loads(get("/jobs/overview"))["jobs"]) == 2, 30,
+                   "the second archive served")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()

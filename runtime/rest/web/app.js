@@ -69,8 +69,9 @@ function layers(nodes) {
   return depth;
 }
 
-function vertexColour(bp) {
-  // Flink's: back-pressured (grey-black) over busy (red) over idle (blue)
+function vertexColour(bp, status) {
+  // Flink's: back-pressured (grey-black) over busy (red) over idle (blue); ended: plain
+  if (["FINISHED", "CANCELED", "FAILED"].includes(status)) return { fill: "#eee", label: status.toLowerCase(), level: "ended" };
   if (!bp || !bp.subtasks.length) return { fill: "#dde", label: "no data yet" };
   const worst = bp.subtasks.reduce((a, s) => (s.ratio > a.ratio ? s : a));
   if (worst.ratio > 0.5) return { fill: "#555", text: "#fff", label: `back-pressured ${Math.round(worst.ratio * 100)}%`, level: "backpressured" };
@@ -110,7 +111,7 @@ async function graph(job) {
     t.setAttribute("font-size", "11"); t.textContent = i.ship_strategy; svg.append(t);
   }
   for (const v of job.vertices) {
-    const p = pos[v.id]; const c = vertexColour(info[v.id].bp);
+    const p = pos[v.id]; const c = vertexColour(info[v.id].bp, v.status);
     const g = document.createElementNS(ns, "g");
     g.setAttribute("class", "vertex"); g.setAttribute("data-vertex-id", v.id);
     g.setAttribute("data-level", c.level || "none"); g.style.cursor = "pointer";
@@ -237,5 +238,12 @@ async function render() {
   }
 }
 
+// the history server (flowray history) serves ended jobs with the same pages
+get("/config").then((c) => {
+  if (c.features && c.features["web-history"]) {
+    document.title = "flowray history";
+    $("header b").textContent = "flowray history";
+  }
+}).catch(() => {});
 render();
 setInterval(render, REFRESH_MS);
