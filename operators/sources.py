@@ -31,7 +31,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 from flowray.state.descriptors import ListStateDescriptor
 
-from flowray.common.constants import MAX_WATERMARK
+from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.common.watermark_strategy import WatermarkStrategy
 from flowray.operators.base import (
     StateInitializationContext,
@@ -69,12 +69,16 @@ class Boundedness(enum.Enum):
 @dataclass(frozen=True)
 class SourceReaderContext:
     """``restored``: the subtask restores a checkpoint (its splits come through
-    ``add_splits``); ``config``: the job's configuration (Flink keys -> values)."""
+    ``add_splits``); ``config``: the job's configuration (Flink keys -> values);
+    ``metric_group``: the source operator's metric group, where a reader registers its
+    own metrics (Flink's ``SourceReaderContext.metricGroup()``, e.g. ``pendingRecords``),
+    or ``None`` when metrics are off."""
 
     subtask_index: int
     parallelism: int
     restored: bool = False
     config: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    metric_group: Optional[Any] = field(default=None, compare=False)
 
 
 class SourceRescaleError(ValueError):
@@ -359,12 +363,16 @@ class SourceOperator(StreamOperator):
         self._emission: Optional[WatermarkEmission] = None
         self._split_mux: Optional[SplitWatermarkMultiplexer] = None
         ctx = self.ctx
+        group = ctx.metrics.operator_group(self.name) if ctx.metrics is not None else None
+        if group is not None:
+            group.gauge("currentEmitEventTimeLag", self.emit_event_time_lag_ms)
+            group.gauge("currentOutputWatermark", self.output_watermark)
         try:
             restored = (getattr(self, "_restored_splits", None) is not None
                         or bool(getattr(self, "_restored_position", None)))
             self.reader = self.source.create_reader(
                 SourceReaderContext(ctx.subtask_index, ctx.parallelism, restored,
-                                    dict(ctx.config)))
+                                    dict(ctx.config), group))
         except Exception as e:
             raise self.user_error(e) from e
         self._per_split = isinstance(self.reader, SplitOutputReader)
@@ -390,6 +398,23 @@ class SourceOperator(StreamOperator):
             raise
         except Exception as e:
             raise self.user_error(e) from e
+
+    def _event_times(self) -> Any:
+        return self._emission if self._emission is not None else self._split_mux
+
+    def emit_event_time_lag_ms(self) -> int:
+        """Flink's ``currentEmitEventTimeLag``: when the last record with an event time was
+        emitted minus that event time (ms); -1 before any (Flink's UNDEFINED)."""
+        times = self._event_times()
+        if times is None or times.emit_times.last_event_ms is None:
+            return -1
+        return int(times.emit_times.last_emit_ms - times.emit_times.last_event_ms)
+
+    def output_watermark(self) -> int:
+        """Flink's ``currentOutputWatermark`` of a source: the last watermark it emitted."""
+        times = self._event_times()
+        current = times.output_watermark if times is not None else None
+        return MIN_WATERMARK if current is None else current
 
     def _assign_splits(self) -> bool:
         """Give the reader its splits (new, or its share of the restored ones); False for

@@ -42,7 +42,7 @@ from flowray.common.watermark_strategy import (
 )
 
 from flowray.operators.base import Output
-from flowray.operators.watermarks import _OperatorWatermarkOutput
+from flowray.operators.watermarks import EmitTimes, _OperatorWatermarkOutput
 
 __all__ = ["SplitWatermarkMultiplexer"]
 
@@ -100,6 +100,12 @@ class SplitWatermarkMultiplexer:
         self._gen_outputs: Dict[Any, WatermarkOutput] = {}
         self._out = _OperatorWatermarkOutput(output)
         self._combining = False
+        self.emit_times = EmitTimes(clock)
+
+    @property
+    def output_watermark(self) -> Optional[int]:
+        """The last watermark emitted (``None``: none yet)."""
+        return self._out.current
 
     # -- splits --------------------------------------------------------------------------
     def set_splits(self, split_ids: Iterable[Any]) -> None:
@@ -138,6 +144,7 @@ class SplitWatermarkMultiplexer:
             timestamps = extract_timestamps(self._assigner, records, timestamps,
                                             self.operator_name)
         self.output.emit(records, timestamps)
+        self.emit_times.record(timestamps)
         generator = self._generators.get(split_id)
         if generator is None:  # a split the reader did not announce: track it from now on
             self.set_splits(list(self._generators) + [split_id])

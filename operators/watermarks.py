@@ -19,6 +19,7 @@ every ``pipeline.auto-watermark-interval`` of processing time, as in Flink.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, List, Optional
 
 from flowray.common.constants import MAX_WATERMARK
@@ -32,7 +33,8 @@ from flowray.common.watermark_strategy import (
 
 from flowray.operators.base import OneInputOperator, Output, UserFunctionError
 
-__all__ = ["WatermarkEmission", "TimestampsAndWatermarksOperator", "check_watermark_strategy"]
+__all__ = ["EmitTimes", "WatermarkEmission", "TimestampsAndWatermarksOperator",
+           "check_watermark_strategy"]
 
 
 def check_watermark_strategy(strategy: Any, where: str) -> Optional[WatermarkStrategy]:
@@ -82,6 +84,26 @@ class _OperatorWatermarkOutput(WatermarkOutput):
             self._output.emit_watermark_status(False)
 
 
+class EmitTimes:
+    """When a source last emitted a record with an event time, and that time (for Flink's
+    ``currentEmitEventTimeLag``); updated once per batch, from its last record."""
+
+    __slots__ = ("last_event_ms", "last_emit_ms", "_clock")
+
+    def __init__(self, clock: Any) -> None:
+        self.last_event_ms: Optional[int] = None
+        self.last_emit_ms = 0
+        self._clock = clock
+
+    def record(self, timestamps: Optional[List[Any]]) -> None:
+        if timestamps:
+            last = timestamps[-1]
+            if last is not None:
+                self.last_event_ms = last
+                self.last_emit_ms = (self._clock.now_ms() if self._clock is not None
+                                     else int(time.time() * 1000))
+
+
 class WatermarkEmission:
     """Stamps records and drives one subtask's watermark generator.
 
@@ -99,6 +121,7 @@ class WatermarkEmission:
         self._assigner = strategy.create_timestamp_assigner()
         self._generator = strategy.create_watermark_generator(clock)
         self._wm_output = _OperatorWatermarkOutput(output)
+        self.emit_times = EmitTimes(clock)
         #: a user's generator may emit from on_event (punctuated): records one by one,
         #: unless it takes whole batches (overrides on_events)
         self._punctuated = strategy.has_custom_generator() and _per_event(self._generator)
@@ -114,6 +137,7 @@ class WatermarkEmission:
         if self._assigner is not None:
             timestamps = extract_timestamps(self._assigner, records, timestamps,
                                             self.operator_name)
+        self.emit_times.record(timestamps)
         if self._punctuated and timestamps is not None:
             self._emit_record_by_record(records, timestamps)
             return
@@ -127,6 +151,11 @@ class WatermarkEmission:
             if stamped:
                 self._generator.on_events([r for r, _ in stamped], [t for _, t in stamped],
                                           self._gen_output)
+
+    @property
+    def output_watermark(self) -> Optional[int]:
+        """The last watermark emitted (``None``: none yet)."""
+        return self._wm_output.current
 
     def _emit_record_by_record(self, records: List[Any], timestamps: List[Any]) -> None:
         """A user's generator may emit a watermark from ``on_event``: it must follow

@@ -278,6 +278,8 @@ class KafkaSourceReader(SplitOutputReader):
         self._deserializer = deserializer
         self._started = False
         self.splits_version = 0
+        if context.metric_group is not None:
+            context.metric_group.gauge("pendingRecords", self.pending_records)
 
     # -- the consumer --------------------------------------------------------------------
     def _config(self) -> Dict[str, str]:
@@ -442,6 +444,31 @@ class KafkaSourceReader(SplitOutputReader):
         self._started = True
         interval = self.d.discovery_interval_ms
         self._next_discovery = (self._clock() + interval / 1000.0) if interval else None
+
+    def pending_records(self) -> int:
+        """Flink's ``pendingRecords`` (the consumer lag): over this reader's unfinished
+        partitions, the high watermark librdkafka last fetched (cached: no broker call)
+        minus the next offset to read, up to the stopping offset. A partition nothing has
+        been fetched from yet counts 0."""
+        from confluent_kafka import KafkaException, TopicPartition
+        consumer = self._consumer
+        if consumer is None:
+            return 0
+        total = 0
+        for split in list(self._splits.values()):
+            if split.finished or split.next_offset < 0:
+                continue
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(split.topic, split.partition), cached=True)
+            except KafkaException:  # (a partition the consumer no longer has)
+                continue
+            if high is None or high < 0:
+                continue
+            if split.stopping_offset is not None:
+                high = min(high, split.stopping_offset)
+            total += max(0, high - split.next_offset)
+        return total
 
     def split_ids(self) -> List[Any]:
         return [f"{t}-{p}" for (t, p), s in self._splits.items() if not s.finished]

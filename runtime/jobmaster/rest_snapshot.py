@@ -30,7 +30,8 @@ def job_snapshot(scheduler: Any, job_graph: Any, config: Mapping[str, Any],
             subtasks.append(SubtaskSnapshot(
                 index=i, status=state.value if state is not None else "CREATED",
                 attempt=max(0, scheduler.attempts.get(s, 0)), host=hosts.get(s, ""),
-                start_ms=-1, end_ms=-1, metrics=metrics))
+                start_ms=scheduler.subtask_times.get(s, (-1, -1))[0],
+                end_ms=scheduler.subtask_times.get(s, (-1, -1))[1], metrics=metrics))
         inputs = tuple((e.source_vertex, getattr(e.partitioner, "name", "?"))
                        for e in sorted(v.inputs, key=lambda e: e.input_index))
         vertices.append(VertexSnapshot(v.id, v.name, v.parallelism, v.max_parallelism,

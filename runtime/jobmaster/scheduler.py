@@ -26,7 +26,7 @@ coordinator about checkpoints, and carries out their answers.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from flowray.runtime.checkpoint.completed import CompletedCheckpoint
 from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator, SavepointCallback
@@ -125,6 +125,8 @@ class JobScheduler:
             conf, self.settings.enabled)
         self.subtasks: List[SubtaskId] = list(execution_graph.subtasks())
         self.states: Dict[SubtaskId, TaskState] = {s: TaskState.CREATED for s in self.subtasks}
+        #: epoch ms each subtask's current attempt was deployed and ended (-1: not yet)
+        self.subtask_times: Dict[SubtaskId, Tuple[int, int]] = {}
         self.metrics: Dict[SubtaskId, dict] = {}
         self._status = JobStatus.CREATED
         self.attempt = -1
@@ -368,6 +370,7 @@ class JobScheduler:
                 s, self.job_id, self.plan_bytes[s.vertex_id], self.config, self.attempt,
                 restore=restore))
             self.states[s] = TaskState.RUNNING
+            self.subtask_times[s] = (self.clock.now_ms(), -1)
             self.attempts[s] = self.attempt
             self._created.discard(s)
             self._cancel_sent.pop(s, None)
@@ -395,6 +398,10 @@ class JobScheduler:
     def _current(self, attempt: int, subtask: SubtaskId) -> bool:
         return self.attempts.get(subtask) == attempt
 
+    def _ended(self, s: SubtaskId) -> None:
+        now = self.clock.now_ms()
+        self.subtask_times[s] = (self.subtask_times.get(s, (now, -1))[0], now)
+
     def on_task_result(self, attempt: int, result: TaskResult) -> None:
         s = result.subtask
         if not self._current(attempt, s):
@@ -402,6 +409,7 @@ class JobScheduler:
         if self.states.get(s) is not TaskState.RUNNING:
             return
         self.states[s] = result.state
+        self._ended(s)
         self._cancel_sent.pop(s, None)
         if result.metrics:
             self.metrics[s] = result.metrics
@@ -461,6 +469,7 @@ class JobScheduler:
             self.deployer.kill(stuck)
             for s in stuck:
                 self.states[s] = TaskState.CANCELED
+                self._ended(s)
                 del self._cancel_sent[s]
         self._check_progress()
 

@@ -102,8 +102,9 @@ def _io_json(subtasks: Sequence[SubtaskSnapshot]) -> Dict[str, Any]:
             "write-bytes": total("numBytesOut"), "write-bytes-complete": done,
             "read-records": total("numRecordsIn"), "read-records-complete": done,
             "write-records": total("numRecordsOut"), "write-records-complete": done,
-            "accumulated-backpressured-time": 0, "accumulated-idle-time": 0,
-            "accumulated-busy-time": 0.0}
+            "accumulated-backpressured-time": total("accumulateBackPressuredTimeMs"),
+            "accumulated-idle-time": total("accumulateIdleTimeMs"),
+            "accumulated-busy-time": float(total("accumulateBusyTimeMs"))}
 
 
 def _vertex_times(v: VertexSnapshot, now: int) -> Dict[str, int]:

@@ -17,7 +17,7 @@ credit to write).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from flowray.metrics.groups import GenericMetricGroup, TaskMetricGroup
 from flowray.metrics.kinds import UPDATE_INTERVAL_S, FunctionCounter, MeterView
@@ -32,12 +32,15 @@ class TaskIOMetrics:
     """Registers a subtask's I/O metrics in ``group``; every argument reads a running total
     the task keeps (``idle_ms``/``back_pressured_ms``: milliseconds in all). The time
     metrics are per second over the last ``UPDATE_INTERVAL_S`` (Flink's ``TimerGauge``);
-    the rates over ``RATE_TIME_SPAN_S``."""
+    the rates over ``RATE_TIME_SPAN_S``. With ``running_ms`` (ms since the task started)
+    also the totals: ``accumulateIdleTimeMs``, ``accumulateBackPressuredTimeMs`` and
+    ``accumulateBusyTimeMs`` (the rest)."""
 
     def __init__(self, group: TaskMetricGroup, *, records_in: Callable[[], int],
                  records_out: Callable[[], int], bytes_in: Callable[[], int],
                  bytes_out: Callable[[], int], idle_ms: Callable[[], float],
-                 back_pressured_ms: Callable[[], float]) -> None:
+                 back_pressured_ms: Callable[[], float],
+                 running_ms: Optional[Callable[[], float]] = None) -> None:
         self.group = group
         registry, labels = group.registry, group.labels
         totals = {"numRecordsIn": records_in, "numRecordsOut": records_out,
@@ -52,6 +55,11 @@ class TaskIOMetrics:
         registry.replace(group.name_of("backPressuredTimeMsPerSecond"), labels,
                          self._back_pressured)
         group.gauge("busyTimeMsPerSecond", self.busy_ms_per_second)
+        if running_ms is not None:   # Flink's totals since the task started (ms)
+            group.gauge("accumulateIdleTimeMs", lambda: int(idle_ms()))
+            group.gauge("accumulateBackPressuredTimeMs", lambda: int(back_pressured_ms()))
+            group.gauge("accumulateBusyTimeMs", lambda: int(max(
+                0.0, running_ms() - idle_ms() - back_pressured_ms())))
 
     def busy_ms_per_second(self) -> float:
         """1000 - idle - back-pressured (ms per second), as Flink derives it."""

@@ -357,7 +357,8 @@ class StreamTask:
                 self.metrics_group, records_in=lambda: self.records_in,
                 records_out=self._records_out, bytes_in=self._bytes_in,
                 bytes_out=self._bytes_out, idle_ms=lambda: self.idle_ms,
-                back_pressured_ms=self.back_pressured_ms)
+                back_pressured_ms=self.back_pressured_ms,
+                running_ms=lambda t0=self.clock.monotonic_ms(): self.clock.monotonic_ms() - t0)
             # the last checkpoint at this task, in ns (Flink's names and units)
             self.metrics_group.gauge("checkpointAlignmentTime",
                                      lambda: int(self.last_alignment_ms * 1e6))
@@ -384,12 +385,22 @@ class StreamTask:
                                                         self.clock)
         if self.metrics_group is not None:
             for op in self.operators:
-                register_operator_metrics(self.metrics_group.operator_group(op.name), op)
+                group = self.metrics_group.operator_group(op.name)
+                register_operator_metrics(group, op)
+                group.gauge("stateSize", lambda op=op: self.operator_state_size(op))
         self._restoring = self.tdd.restore is not None
         self._initialize_state()
         self._restoring = False
         for op in reversed(self.operators):
             op.open()
+
+    def operator_state_size(self, op: Any) -> int:
+        """Bytes of ``op``'s state in this subtask's latest acknowledged snapshot (0 before
+        the first, and for an operator without state)."""
+        checkpointer = getattr(self, "checkpointer", None)
+        if checkpointer is None:
+            return 0
+        return checkpointer.operator_state_sizes.get(op.uid, 0)
 
     def _partitions(self) -> BlockingPartitionStore:
         store = getattr(self, "_partition_store", None)

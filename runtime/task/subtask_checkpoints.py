@@ -72,6 +72,9 @@ class SubtaskCheckpointCoordinator:
         #: size and CRC-32 of the files this task wrote (or restored from)
         self.checksums = checksums if checksums is not None else ChecksumRecorder()
         self._recent_paths: Deque[List[str]] = deque(maxlen=RECENT_SNAPSHOTS)
+        #: operator uid -> bytes of its state in the latest snapshot acknowledged (keyed
+        #: state counts for the chain's keyed operator); replaced whole, never mutated
+        self.operator_state_sizes: Dict[str, int] = {}
 
     @property
     def storage(self) -> Any:
@@ -127,6 +130,7 @@ class SubtaskCheckpointCoordinator:
                                               f"{type(e).__name__}: {e}")
             return
         async_ms = (time.perf_counter() - t0) * 1000.0
+        self.operator_state_sizes = {uid: s.size() for uid, s in snapshot.operators.items()}
         metrics = {"sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 3),
                    "alignment_ms": round(alignment_ms, 3), "bytes": snapshot.state_size()}
         self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)

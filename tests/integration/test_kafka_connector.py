@@ -296,3 +296,49 @@ def test_an_unreachable_broker_fails_after_the_connect_timeout(ray_session):
     assert "KafkaConnectError" in str(info.value) or "KafkaConnectError" in \
         info.value.cause_type
     assert address in str(info.value) and "flowray.kafka.connect-timeout" in str(info.value)
+
+
+def _slow_identity(value):
+    import time
+    time.sleep(0.002)
+    return value
+
+
+def test_the_source_reports_its_pending_records(ray_session, kafka_broker):
+    """``pendingRecords`` (Flink's consumer lag) of a source in front of a slow map: above
+    0 while the topic is read, 0 with every record emitted once the bounded job ends."""
+    from urllib.parse import quote
+
+    from tests.support.rest import get_json, until_served
+
+    n = 3000
+    topic = topic_name("lag")
+    kafka_broker.create_topic(topic, 2)
+    produce(kafka_broker, topic, [(i % 2, f"v{i}") for i in range(n)])
+    env = _env(parallelism=1)
+    env.get_configuration().set_string("heartbeat.interval", "1 s")
+    env.get_configuration().set_string("rest.port", "0")
+    (env.from_source(_source(kafka_broker, topic), WatermarkStrategy.no_watermarks(), "kafka")
+     .disable_chaining().map(_slow_identity).name("slow").add_sink(lambda v: None))
+    client = env.execute_async("kafka-lag")
+    url, jid = client.get_web_url(), client.get_job_id()
+    source = next(v["id"] for v in get_json(f"{url}/jobs/{jid}")["vertices"]
+                  if v["name"].startswith("Source: kafka"))
+    names = None
+
+    def lagging(metrics):
+        nonlocal names
+        names = names or [m["id"] for m in get_json(
+            f"{url}/jobs/{jid}/vertices/{source}/metrics") if m["id"].endswith("pendingRecords")]
+        values = {m["id"]: int(float(m["value"])) for m in metrics}
+        pending = sum(values.get(name, 0) for name in names or [])
+        return 0 < pending <= n and pending
+
+    until_served(lambda: get_json(f"{url}/jobs/{jid}/vertices/{source}/metrics?get="
+                                  + quote(",".join(names or ["0.numRecordsOut"]))),
+                 lagging, "the source's pendingRecords above 0")
+    result = client.wait(timeout_s=180)
+    final = next(m["metrics"] for m in result.task_metrics if m.get("is_source"))
+    pending = {k: v for k, v in final.items() if k.endswith("pendingRecords")}
+    assert pending and set(pending.values()) == {0}, pending
+    assert final["numRecordsOut"] == n

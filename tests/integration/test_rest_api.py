@@ -6,31 +6,13 @@ Waits on what the API serves (heartbeats every second carry the tasks' metrics).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import urllib.request
 
-import pytest
-
 from flowray.common.job_status import JobStatus
 from tests.support.environments import endless_numbers_through
-
-
-def _get(url: str):
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-def _until(fetch, test, what: str, timeout_s: float = 90.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = fetch()
-        found = test(last)
-        if found:
-            return found
-        time.sleep(0.2)  # (polling the API; the assertion is on what it serves)
-    pytest.fail(f"{what}: not served within {timeout_s:.0f} s; last: {str(last)[:800]}")
+from tests.support.rest import get_json as _get
+from tests.support.rest import until_served as _until
 
 
 def _slow(x):
@@ -69,6 +51,11 @@ def test_a_running_jobs_rest_api(ray_session):
         first = _get(f"{url}/jobs/{jid}/checkpoints")["counts"]["completed"]
         _until(lambda: _get(f"{url}/jobs/{jid}/checkpoints"),
                lambda c: c["counts"]["completed"] > first, "the checkpoint count growing")
+        # the source's position (operator state) is in each checkpoint: its stateSize
+        size = _until(lambda: _get(f"{url}/jobs/{jid}/vertices/{source}/subtasks/metrics"
+                                   f"?get=Source:%20numbers.stateSize"),
+                      lambda m: m and m[0]["sum"] > 0 and m, "the source's stateSize")
+        assert size[0]["id"] == "Source: numbers.stateSize"
         req = urllib.request.Request(f"{url}/jobs/{jid}?mode=cancel", method="PATCH")
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.status == 202

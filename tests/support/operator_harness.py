@@ -133,7 +133,8 @@ class OperatorHarness:
 
     def __init__(self, operator, *, backend="heap", key_group_range=FULL, clock_ms=0,
                  side_tags=(), batch_execution=False, auto_watermark_interval_ms=200,
-                 storage=None, working_dir=None, restore_from=None, keyed=None):
+                 storage=None, working_dir=None, restore_from=None, keyed=None,
+                 metrics=None):
         chain = list(operator) if isinstance(operator, (list, tuple)) else [operator]
         #: the pickled definitions, taken before setup (restore builds fresh copies)
         self.definition = cloudpickle.dumps(chain)
@@ -160,7 +161,7 @@ class OperatorHarness:
             key_group_range=key_group_range,
             processing_time_service=self.processing_time_service,
             keyed_backend=self.backend, batch_execution=batch_execution,
-            auto_watermark_interval_ms=auto_watermark_interval_ms)
+            auto_watermark_interval_ms=auto_watermark_interval_ms, metrics=metrics)
         self.output = OrderedOutput()
         #: per operator of the chain, its side outputs by tag name
         self.side_outputs_by_operator = [

@@ -141,8 +141,9 @@ async function vertexPanel(job, vid) {
   const agg = wanted.length ? await get(`/jobs/${job.jid}/vertices/${vid}/subtasks/metrics?get=${encodeURIComponent(wanted.join(","))}`) : [];
   return el("section", { id: "vertex-panel", "data-vertex-id": vid },
     el("h3", {}, `${v.name} — subtasks`),
-    table(["subtask", "status", "attempt", "records in", "records out", "bytes in", "bytes out", "host"], v.subtasks.map((s) =>
+    table(["subtask", "status", "attempt", "started", "duration", "records in", "records out", "bytes in", "bytes out", "host"], v.subtasks.map((s) =>
       el("tr", { class: "subtask-row" }, el("td", {}, s.subtask), el("td", {}, s.status), el("td", {}, s.attempt),
+        el("td", {}, time(s["start-time"])), el("td", {}, dur(s.duration)),
         el("td", {}, s.metrics["read-records"]), el("td", {}, s.metrics["write-records"]),
         el("td", {}, bytes(s.metrics["read-bytes"])), el("td", {}, bytes(s.metrics["write-bytes"])), el("td", {}, s.endpoint)))),
     el("h3", {}, "metrics over the subtasks"),

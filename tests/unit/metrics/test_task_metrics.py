@@ -75,6 +75,18 @@ def test_time_metrics_split_each_second_as_flink_does():
     assert v["idleTimeMsPerSecond"] == 0.0 and v["busyTimeMsPerSecond"] == 1000.0
 
 
+def test_accumulated_times_are_totals_since_the_task_started():
+    t = {"run": 0.0, "idle": 0.0, "bp": 0.0}
+    group = MetricRegistry().task_group("j", "1", "Map", 0)
+    m = TaskIOMetrics(group, records_in=lambda: 0, records_out=lambda: 0,
+                      bytes_in=lambda: 0, bytes_out=lambda: 0, idle_ms=lambda: t["idle"],
+                      back_pressured_ms=lambda: t["bp"], running_ms=lambda: t["run"])
+    t.update(run=10_000.0, idle=2_500.0, bp=4_000.0)
+    v = m.values()
+    assert (v["accumulateIdleTimeMs"], v["accumulateBackPressuredTimeMs"],
+            v["accumulateBusyTimeMs"]) == (2_500, 4_000, 3_500)
+
+
 def test_operators_report_their_watermarks_and_tasks_their_last_checkpoint():
     from flowray.common import Duration, WatermarkStrategy
     from flowray.common.constants import MAX_WATERMARK
@@ -96,6 +108,7 @@ def test_operators_report_their_watermarks_and_tasks_their_last_checkpoint():
     assert values["after-watermarks.currentInputWatermark"] == MAX_WATERMARK
     assert values["after-watermarks.currentOutputWatermark"] == MAX_WATERMARK
     assert values["checkpointAlignmentTime"] == 0  # no checkpoint was taken
+    assert values["after-watermarks.stateSize"] == 0
     assert "checkpointStartDelayNanos" in values
 
 

@@ -162,6 +162,18 @@ def test_a_finished_split_leaves_the_minimum_and_end_emits_max():
     assert out.watermarks[-1] > 2 ** 62
 
 
+def test_the_mux_knows_its_last_event_time_and_output_watermark():
+    mux, out, clock = _mux()
+    clock.set(5_000)
+    mux.set_splits(["a", "b"])
+    assert mux.output_watermark is None and mux.emit_times.last_event_ms is None
+    mux.emit("a", ["x", "y"], [100, 300])
+    mux.emit("b", ["z"], [200])
+    mux.periodic_emit()
+    assert (mux.emit_times.last_event_ms, mux.emit_times.last_emit_ms) == (200, 5_000)
+    assert mux.output_watermark == 199 == out.watermarks[-1]
+
+
 def test_an_assigner_sees_the_kafka_timestamp():
     strategy = (WatermarkStrategy.for_monotonous_timestamps()
                 .with_timestamp_assigner(lambda value, record_ts: record_ts + value))
@@ -241,3 +253,33 @@ def test_the_consumer_fetches_8_mib_per_partition_unless_the_properties_say_othe
     assert config_of(()).get("max.partition.fetch.bytes") == str(8 << 20)
     assert config_of((("max.partition.fetch.bytes", "1048576"),))[
         "max.partition.fetch.bytes"] == "1048576"
+
+
+def test_pending_records_is_the_lag_behind_the_fetched_high_watermarks():
+    from confluent_kafka import KafkaError, KafkaException
+
+    from flowray.metrics.groups import MetricRegistry
+    from flowray.operators.kafka.source import (KafkaPartitionSplit, KafkaSourceDefinition,
+                                                KafkaSourceReader)
+    from flowray.operators.sources import SourceReaderContext
+
+    class Consumer:   # what librdkafka last fetched: the cached high watermark per partition
+        highs = {0: 1_000, 1: 50, 2: -1001}
+
+        def get_watermark_offsets(self, tp, cached=False):
+            assert cached   # never a broker round trip from a gauge
+            if tp.partition == 3:
+                raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+            return 0, self.highs[tp.partition]
+
+    group = MetricRegistry().task_group("j", "id", "Source: kafka", 0).operator_group("k")
+    reader = KafkaSourceReader(KafkaSourceDefinition("127.0.0.1:1", topics=("t",)),
+                               SourceReaderContext(0, 1, metric_group=group))
+    assert group.values() == {"pendingRecords": 0}    # no consumer yet
+    reader._consumer = Consumer()
+    reader._splits = {("t", 0): KafkaPartitionSplit("t", 0, 400),
+                      ("t", 1): KafkaPartitionSplit("t", 1, 10, stopping_offset=30),
+                      ("t", 2): KafkaPartitionSplit("t", 2, 0),         # nothing fetched yet
+                      ("t", 3): KafkaPartitionSplit("t", 3, 0),         # gone
+                      ("t", 4): KafkaPartitionSplit("t", 4, 9, stopping_offset=9)}  # ended
+    assert group.values() == {"pendingRecords": 600 + 20}

@@ -333,3 +333,29 @@ def test_source_in_batch_has_no_periodic_watermarks():
     op.emit_next(2)
     op.end_of_input()
     assert h.watermarks == [MAX_WATERMARK] and h.timestamps == [1, 2, 3, 4]
+
+
+def test_a_source_reports_its_emit_event_time_lag_and_output_watermark():
+    from flowray.metrics.groups import MetricRegistry
+
+    registry = MetricRegistry()
+    group = registry.task_group("job", "id", "Source: numbers", 0)
+    h, op = source(NumberSequenceSource(1, 10),
+                   MONOTONOUS.with_timestamp_assigner(lambda v, ts: v * 10),
+                   clock_ms=1_000, auto_watermark_interval_ms=100, metrics=group)
+    values = group.operator_group(op.name).values
+    assert values() == {"currentEmitEventTimeLag": -1,             # nothing emitted yet
+                        "currentOutputWatermark": -(1 << 63)}
+    op.emit_next(3)                    # event times 10, 20, 30, emitted at 1000
+    assert values()["currentEmitEventTimeLag"] == 1_000 - 30
+    h.advance_clock(100)
+    op.emit_next(2)                    # 40, 50 at 1100; then the periodic watermark
+    assert values() == {"currentEmitEventTimeLag": 1_100 - 50, "currentOutputWatermark": 49}
+    h.advance_clock(5_000)             # the lag is the one at emission: it does not grow
+    assert values()["currentEmitEventTimeLag"] == 1_050
+
+
+def test_a_source_without_event_times_has_no_lag():
+    h, op = source(NumberSequenceSource(1, 10))
+    op.emit_next(5)
+    assert op.emit_event_time_lag_ms() == -1 and op.output_watermark() == -(1 << 63)

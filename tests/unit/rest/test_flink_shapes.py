@@ -22,7 +22,8 @@ METRICS = {"numRecordsIn": 10, "numRecordsOut": 12, "numBytesIn": 100, "numBytes
            "numRecordsInPerSecond": 1.5, "idleTimeMsPerSecond": 100.0,
            "backPressuredTimeMsPerSecond": 600.0, "busyTimeMsPerSecond": 300.0,
            "map.currentInputWatermark": 1000, "map.currentOutputWatermark": 1000,
-           "map.seen": 7}
+           "map.seen": 7, "accumulateIdleTimeMs": 1_000, "accumulateBackPressuredTimeMs": 6_000,
+           "accumulateBusyTimeMs": 3_000}
 
 
 def sample_job() -> JobSnapshot:

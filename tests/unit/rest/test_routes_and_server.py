@@ -52,6 +52,9 @@ def test_values_come_from_the_subtasks_metrics():
                   {"id": "1.currentInputWatermark", "value": "1000"}]
     details = r.dispatch("GET", f"/jobs/{jid}", {}).body
     assert [v["metrics"]["write-records"] for v in details["vertices"]] == [24, 24]
+    assert details["vertices"][0]["metrics"]["accumulated-backpressured-time"] == 12_000
+    assert details["vertices"][0]["metrics"]["accumulated-busy-time"] == 6_000.0
+    assert details["vertices"][0]["start-time"] == 1_000
     cps = r.dispatch("GET", f"/jobs/{jid}/checkpoints", {}).body
     assert [c["id"] for c in cps["history"]] == [3, 2, 1]  # newest first
     assert cps["latest"]["savepoint"]["id"] == 3 and cps["latest"]["failed"]["id"] == 2

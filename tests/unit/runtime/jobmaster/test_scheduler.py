@@ -56,8 +56,12 @@ def test_start_deploys_every_subtask_at_attempt_0_without_restore_state():
 
 def test_all_finished_results_finish_the_job_and_shut_the_coordinator_down():
     h = Harness()
+    deployed = h.clock.now_ms()
+    assert h.sched.subtask_times == {s: (deployed, -1) for s in ALL}
     h.clock.advance(40)
     h.result(SRC, TaskState.FINISHED, metrics={"records_out": 2})
+    assert h.sched.subtask_times[SRC] == (deployed, deployed + 40)   # (the REST API's)
+    assert h.sched.subtask_times[SUM0] == (deployed, -1)
     h.result(SUM0, TaskState.FINISHED, metrics={"records_in": 1})
     assert h.sched.status is JobStatus.RUNNING and not h.sched.is_done
     assert not h.sched.coordinator.is_shutdown

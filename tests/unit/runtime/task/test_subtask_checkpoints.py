@@ -80,6 +80,11 @@ def test_sync_part_in_the_caller_async_part_in_the_worker_acks_in_order():
     assert op.snapshot_threads == [(1, caller), (2, caller), (3, caller)]
     assert [a[1] for a in responder.acks] == [1, 2, 3] and responder.declines == []
     assert coordinator.last_checkpoint_id == 3
+    # each operator's state size (its stateSize metric): the latest snapshot's, keyed
+    # state included
+    last = responder.acks[-1][2].operators["counter-uid"]
+    assert coordinator.operator_state_sizes == {"counter-uid": last.size()}
+    assert last.size() > 0 and last.keyed is not None
     for subtask, cid, snapshot, metrics, thread in responder.acks:
         assert subtask == SUBTASK and thread.startswith("flowray-async-")
         assert set(metrics) == {"sync_ms", "async_ms", "alignment_ms", "bytes"}
