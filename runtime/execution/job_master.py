@@ -79,6 +79,10 @@ __all__ = ["JobMaster", "StoredJob", "wait_name_free"]
 log = logging.getLogger(__name__)
 
 
+#: how long the web UI's list of the cluster's jobs is reused (s)
+CLUSTER_JOBS_MAX_AGE_S = 2.0
+
+
 @ray.remote(num_cpus=0, max_concurrency=16)
 class JobMaster(TaskDeployer):
     """Deploys one TaskActor per subtask, wires the channels, runs the checkpoint
@@ -96,6 +100,7 @@ class JobMaster(TaskDeployer):
         self.detached = detached
         self.submitted_ms = submitted_ms if submitted_ms is not None else int(time.time() * 1000)
         self.ended_ms: Optional[int] = None
+        self._cluster_jobs_cache: Optional[Tuple[float, List[Dict[str, Any]]]] = None
         self._loop_thread: Optional[threading.Thread] = None
         self._loop_started = threading.Lock()
         self._loop_done = threading.Event()
@@ -563,7 +568,8 @@ class JobMaster(TaskDeployer):
                           ) -> Tuple[Optional[str], Optional[str]]:
                 return master.savepoint(target, stop, drain, None)
 
-        server = RestServer(job_router(self.rest_snapshot, _Actions()),
+        server = RestServer(job_router(self.rest_snapshot, _Actions(),
+                                       cluster_jobs=self.cluster_jobs),
                             config.get(REST_BIND_ADDRESS), ports_of(config.get(REST_PORT)),
                             config.get(REST_TOKEN), config.get(REST_ADDRESS),
                             static=web_ui_files())
@@ -572,6 +578,22 @@ class JobMaster(TaskDeployer):
         except OSError as e:
             log.warning("flowray: job %r has no REST API: %s", self.job.job_name, e)
             return None
+
+    def cluster_jobs(self) -> List[Dict[str, Any]]:
+        """Every job on this Ray cluster (this one too) as the web UI's job list shows it:
+        id, name, status, start, restarts and its web UI's URL (never its REST token).
+        Asked of the job masters at most every 2 s."""
+        from flowray.runtime.execution.jobs import list_jobs
+
+        now = time.monotonic()
+        cached = self._cluster_jobs_cache
+        if cached is not None and now - cached[0] < CLUSTER_JOBS_MAX_AGE_S:
+            return cached[1]
+        rows = [{"jid": j["job_id"], "name": j["job_name"], "state": j["status"],
+                 "start-time": j.get("start_ms") or -1, "restarts": j.get("restarts", 0),
+                 "web-url": j.get("web_url")} for j in list_jobs()]
+        self._cluster_jobs_cache = (now, rows)
+        return rows
 
     def rest_snapshot(self) -> JobSnapshot:
         with self._lock:

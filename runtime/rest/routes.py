@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable, Dict, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 from flowray.runtime.rest import views
 from flowray.runtime.rest.router import RestError, RestRequest, RestResponse, Router
@@ -83,9 +83,14 @@ def _dir(body: Dict[str, Any], key: str) -> Optional[str]:
 
 
 def job_router(snapshot: Callable[[], JobSnapshot], actions: JobActions,
-               operations: Optional[AsyncOperations] = None) -> Router:
+               operations: Optional[AsyncOperations] = None,
+               cluster_jobs: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> Router:
+    """``cluster_jobs``: the jobs on the same Ray cluster (``GET /flowray/cluster-jobs``, not
+    Flink's: each flowray job has its own job master and web UI, so the UI links them)."""
     ops = operations or AsyncOperations()
     r = Router()
+    if cluster_jobs is not None:
+        r.add("GET", "/flowray/cluster-jobs", lambda req: {"jobs": cluster_jobs()})
 
     def job(req: RestRequest) -> JobSnapshot:
         s = snapshot()

@@ -50,10 +50,16 @@ def _checkpoint_count(page: WebUIPage) -> int:
 
 
 def test_the_web_ui_shows_a_running_job(ray_session, browser, tmp_path):
-    with _running_job("web-ui") as client:
+    with _running_job("web-ui") as client, _running_job("neighbour") as neighbour:
         page = WebUIPage(browser, client.get_web_url()).open()
         assert "web-ui" in page.texts("#job-list .job-row")[0]
         assert page.texts("#job-list .restarts") == ["0"]
+        # the other job on the cluster is listed with a link to its own web UI
+        page.wait_for(lambda d: page.attribute_of("#cluster-jobs a.web-url", "href"),
+                      "the other job of the cluster")
+        assert [h.rstrip("/") for h in page.attribute_of("#cluster-jobs a.web-url", "href")
+                ] == [neighbour.get_web_url()]
+        assert "neighbour" in page.texts("#cluster-jobs .cluster-job-row")[0]
 
         levels = page.wait_for(lambda d: len(_vertex_levels(page)) == 3 and _vertex_levels(page),
                                "the job's three vertices")

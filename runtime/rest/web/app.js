@@ -55,6 +55,19 @@ async function jobList() {
   { id: "job-list" });
 }
 
+// -- the other jobs of the Ray cluster: each has a job master and web UI of its own -------------
+async function clusterJobs(shown) {
+  const all = await get("/flowray/cluster-jobs").then((r) => r.jobs).catch(() => []);
+  const others = all.filter((j) => !shown.has(j.jid));
+  if (!others.length) return null;
+  return el("section", { id: "cluster-jobs" }, el("h3", {}, "Other jobs on this Ray cluster"),
+    table(["job", "status", "started", "restarts", "web UI"], others.map((j) =>
+      el("tr", { class: "cluster-job-row", "data-job-id": j.jid },
+        el("td", {}, j.name), el("td", { class: `status ${j.state}` }, j.state),
+        el("td", {}, time(j["start-time"])), el("td", {}, j.restarts),
+        el("td", {}, j["web-url"] ? el("a", { href: j["web-url"], class: "web-url" }, j["web-url"]) : "none")))));
+}
+
 // -- the graph ----------------------------------------------------------------------------------
 function layers(nodes) {
   const byId = Object.fromEntries(nodes.map((n) => [n.id, n]));
@@ -224,6 +237,9 @@ async function render() {
   try {
     const list = await jobList();
     const parts = [el("h2", {}, "Jobs"), list];
+    const shown = new Set([...list.querySelectorAll("tr.job-row")].map((r) => r.dataset.jobId));
+    const others = await clusterJobs(shown);
+    if (others) parts.push(others);
     if (state.jid) {
       const job = await get(`/jobs/${state.jid}`);
       $("#job-title").textContent = `${job.name} · ${job.state}`;

@@ -31,7 +31,8 @@ class Actions:
 def _router(actions=None):
     job = sample_job()
     return job, job_router(lambda: job, actions or Actions(),
-                           AsyncOperations(runner=lambda work: work()))
+                           AsyncOperations(runner=lambda work: work()),
+                           cluster_jobs=lambda: [{"jid": "b" * 32, "name": "other"}])
 
 
 def test_values_come_from_the_subtasks_metrics():
@@ -63,6 +64,7 @@ def test_values_come_from_the_subtasks_metrics():
     assert one["tasks"]["v1"]["num_acknowledged_subtasks"] == 1
     assert r.dispatch("GET", f"/jobs/{jid}/metrics", {}).body == [{"id": "numRestarts"},
                                                                   {"id": "uptime"}]
+    assert r.dispatch("GET", "/flowray/cluster-jobs", {}).body["jobs"][0]["name"] == "other"
     assert r.dispatch("GET", f"/jobs/{jid}/metrics", {"get": "numRestarts,nope"}).body == [
         {"id": "numRestarts", "value": "1"}]
     assert one["tasks"]["v1"]["subtasks"][0]["alignment"]["duration"] == 4
