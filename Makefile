@@ -77,7 +77,7 @@ run: java-check $(STAMP)
 	$(PY) examples/spark_pipeline.py
 
 test: java-check postgres chromium $(STAMP) $(KAFKA_STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=20 tests
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -44,6 +44,9 @@ def test_a_running_jobs_rest_api(ray_session):
 
         _until(lambda: _get(f"{url}/jobs/{jid}/vertices/{source}/backpressure"),
                back_pressured, "the source's back-pressure ratio > 0.5")
+        bp_ms = _get(f"{url}/jobs/{jid}/vertices/{source}/subtasks/metrics"
+                     f"?get=backPressuredTimeMsPerSecond")
+        assert bp_ms[0]["max"] > 500, bp_ms   # the metric behind the ratio
         out = _until(lambda: _get(f"{url}/jobs/{jid}/vertices/{source}/subtasks/metrics"
                                   f"?get=numRecordsOut"),
                      lambda m: m and m[0]["sum"] > 0 and m, "the source's numRecordsOut")
