@@ -92,7 +92,8 @@ class ExecutionFailureHandler:
         if not failure.recoverable:  # deterministic: a restart would fail the same way
             return FailureHandlingResult(failure, False, frozenset(tasks), 0,
                                          "none: the error is not recoverable")
-        self.restart_strategy.notify_failure(int(self.clock.monotonic_ms()))
+        # wall-clock ms: a successor of the job master continues the same budget
+        self.restart_strategy.notify_failure(int(self.clock.now_ms()))
         if not self.restart_strategy.can_restart():
             return FailureHandlingResult(failure, False, frozenset(tasks), 0,
                                          self.restart_strategy.describe())

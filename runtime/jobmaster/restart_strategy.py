@@ -26,7 +26,7 @@ import abc
 import collections
 import math
 import random
-from typing import Any, Deque, Mapping, Optional, Union
+from typing import Any, Deque, Dict, Mapping, Optional, Union
 
 from flowray.common.configuration import (
     INFINITE,
@@ -118,6 +118,15 @@ class RestartStrategy(abc.ABC):
     def describe(self) -> str:
         """One line for logs: the strategy and its settings."""
 
+    def snapshot(self) -> Dict[str, Any]:
+        """What it remembers of the failures so far (JSON-able), for a successor of the
+        job master: :meth:`restore` on a strategy of the same settings continues from it,
+        so a job master restart never grants a fresh budget."""
+        return {}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot` of a strategy with the same settings."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}<{self.describe()}>"
 
@@ -174,6 +183,12 @@ class FixedDelayRestartStrategy(RestartStrategy):
         self.failures += 1
         return True
 
+    def snapshot(self) -> Dict[str, Any]:
+        return {"failures": self.failures}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self.failures = int(snapshot.get("failures", 0))
+
     def can_restart(self) -> bool:
         return self.failures <= self.attempts
 
@@ -228,6 +243,14 @@ class FailureRateRestartStrategy(RestartStrategy):
         self._failures.append(int(now_ms))
         self._now = int(now_ms)
         return True
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"failures": list(self._failures), "now": self._now}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self._failures = collections.deque(int(t) for t in snapshot.get("failures", ()))
+        now = snapshot.get("now")
+        self._now = int(now) if now is not None else None
 
     def can_restart(self) -> bool:
         if self._full():
@@ -313,6 +336,16 @@ class ExponentialDelayRestartStrategy(RestartStrategy):
 
     def can_restart(self) -> bool:
         return self.attempts <= self.attempts_before_reset
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"attempts": self.attempts, "next_restart": self.next_restart_ms,
+                "now": self._now}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self.attempts = int(snapshot.get("attempts", 0))
+        nxt, now = snapshot.get("next_restart"), snapshot.get("now")
+        self.next_restart_ms = int(nxt) if nxt is not None else None
+        self._now = int(now) if now is not None else None
 
     def backoff_ms(self) -> int:
         if self.next_restart_ms is None or self._now is None:

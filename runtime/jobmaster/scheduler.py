@@ -66,7 +66,10 @@ from flowray.runtime.jobmaster.failure_handler import (
 )
 from flowray.runtime.jobmaster.master_restarts import (
     JOB_MASTER_RESTARTS_FILE,
+    RESTART_STATE_FILE,
     record_job_master_restart,
+    restore_restart_state,
+    save_restart_state,
 )
 from flowray.runtime.jobmaster.partition_tracker import PartitionTracker
 from flowray.runtime.jobmaster.restore_failures import RestoreAction, RestoreFailurePolicy
@@ -256,6 +259,9 @@ class JobScheduler:
             self.job_master_restarts += 1
             return None
         self.job_master_restarts = record_job_master_restart(self.storage)
+        restarts = restore_restart_state(self.storage, self.restart_strategy)
+        if restarts is not None:
+            self.restarts = restarts
         latest = self.coordinator.recover_from_storage(
             allow_fallback=not self.commits_on_complete)
         if latest is None and self.initial_checkpoint is not None:
@@ -512,11 +518,16 @@ class JobScheduler:
             result = self.failure_handler.handle_task_failure(
                 subtask, failure, self.partitions.partition_of_channel(failure.failed_channel),
                 self._created)
+        self._save_restart_state()
         self.coordinator.tasks_not_running(sorted(result.tasks_to_restart))
         if result.can_restart:
             self._restart(result, deployed)
         else:
             self._fail(failure)
+
+    def _save_restart_state(self) -> None:
+        if self.storage is not None:
+            save_restart_state(self.storage, self.restart_strategy, self.restarts)
 
     def _fail(self, failure: TaskFailure) -> None:
         self.status = JobStatus.FAILING
@@ -598,6 +609,7 @@ class JobScheduler:
                 self.states[s] = TaskState.CREATED
             self._created |= f.tasks
             self.restarts += f.count  # each failover counts once
+        self._save_restart_state()
         self._schedule()
 
     def _finish(self) -> None:
@@ -615,7 +627,8 @@ class JobScheduler:
             return
         clean_up_ended_job(self.storage, self.coordinator, self.retention, self.status,
                            self.job_name,
-                           (JOB_FILE, JOB_MASTER_RESTARTS_FILE, LATEST_COMPLETED_FILE))
+                           (JOB_FILE, JOB_MASTER_RESTARTS_FILE, RESTART_STATE_FILE,
+                            LATEST_COMPLETED_FILE))
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""

@@ -342,3 +342,25 @@ def test_failure_rate_keeps_max_plus_one_timestamps():
     for t in (0, 1, 2, 3, 4):
         s.notify_failure(t)
     assert s.failure_timestamps == (2, 3, 4)
+
+
+def test_each_strategy_continues_from_its_snapshot():
+    import json
+
+    def fresh():
+        return [FixedDelayRestartStrategy(3, 10),
+                FailureRateRestartStrategy(2, 1_000, 10),
+                ExponentialDelayRestartStrategy(100, 1_000, 2.0, 10_000, 0.0, 3,
+                                                rng=random.Random(1))]
+
+    def run(strategies, times):
+        return [[(s.notify_failure(t), s.can_restart()) for t in times] for s in strategies]
+
+    whole, first, second = fresh(), fresh(), fresh()
+    expected = run(whole, [0, 500, 900, 2_500, 2_600])
+    before = run(first, [0, 500, 900])
+    for a, b in zip(first, second):   # a successor: same settings, state through JSON
+        b.restore(json.loads(json.dumps(a.snapshot())))
+    after = run(second, [2_500, 2_600])
+    assert [x + y for x, y in zip(before, after)] == expected
+    assert NoRestartStrategy().snapshot() == {}

@@ -463,3 +463,31 @@ def test_regions_failing_to_restore_in_one_attempt_count_as_one_repeat():
         h.result(m, TaskState.FAILED, restore_failure(m, 1, "MemoryError", "out of memory"))
     assert h.sched.status is JobStatus.RESTARTING  # three region restarts, not a failure
 
+
+
+# ---------------------------------------------------------------------------------------
+# a restarted job master continues the restart budget
+# ---------------------------------------------------------------------------------------
+
+def test_a_restarted_job_master_continues_the_restart_budget_and_count():
+    config = scheduler_config()  # fixed-delay, 2 attempts
+    h = Harness(config=config)
+    h.fail_and_restart(SUM0, "first")
+    h.fail_and_restart(SRC, "second")
+    sched = successor(h, config)
+    sched.recover(first_attempt=100)
+    assert sched.restarts == 2               # numRestarts counts on
+    sched.start()
+    # a third failure exceeds the budget, as it would have without the master's restart
+    sched.on_task_result(sched.attempts[SUM1], TaskResult(
+        SUM1, TaskState.FAILED, TaskFailure("sum (2/2)", SUM1, "ValueError", "third", "", True)))
+    assert sched.status is JobStatus.FAILING
+
+
+def test_a_changed_restart_strategy_starts_a_new_budget():
+    h = Harness(config=scheduler_config())
+    h.fail_and_restart(SUM0, "first")
+    h.fail_and_restart(SRC, "second")
+    sched = successor(h, scheduler_config(**{"restart-strategy.fixed-delay.attempts": 5}))
+    sched.recover(first_attempt=100)
+    assert sched.restarts == 2 and sched.restart_strategy.failures == 0
