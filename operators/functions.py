@@ -272,7 +272,11 @@ class RuntimeContext:
             raise StateAccessError(
                 f"state {descriptor.name!r}: expected a {expected.__name__}, got "
                 f"{type(descriptor).__name__}")
-        return self._backend.get_partitioned_state(descriptor)
+        state = self._backend.get_partitioned_state(descriptor)
+        queryable = getattr(self._backend, "queryable", None)
+        if queryable is not None and descriptor.is_queryable():
+            return queryable.register(descriptor, state)
+        return state
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState:
         return self._state(state_descriptor, ValueStateDescriptor)

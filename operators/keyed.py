@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from flowray.common.types import Row
-from flowray.state.descriptors import StateKind, ValueStateDescriptor
+from flowray.state.descriptors import StateDescriptor, StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.key_groups import KeyGroupAssigner
@@ -493,3 +493,45 @@ class KeyedReduceOperator(OneInputOperator):
 
 
 _MISSING = object()
+
+
+class QueryableStateSinkOperator(OneInputOperator):
+    """``KeyedStream.as_queryable_state``: keeps each key's latest record (value state) or
+    folds it in (reducing, aggregating or list state) in a state queryable under
+    ``queryable_name``; emits nothing."""
+
+    is_keyed = True
+
+    def __init__(self, queryable_name: str, descriptor: StateDescriptor,
+                 key_selector: Callable[[Any], Any]) -> None:
+        super().__init__(f"Queryable state: {queryable_name}")
+        if descriptor.kind is StateKind.MAP:
+            raise TypeError(f"as_queryable_state({queryable_name!r}): a MapStateDescriptor "
+                            "cannot hold a stream's records; use a value, reducing, "
+                            "aggregating or list state descriptor")
+        descriptor.set_queryable(queryable_name)
+        self.descriptor = descriptor
+        self.key_selector = key_selector
+
+    def user_functions(self) -> List[Any]:
+        return [self.key_selector]
+
+    def open(self) -> None:
+        backend = self.ctx.keyed_backend
+        self._set_key = backend.set_current_key
+        self._key_of = adapt_function(self.key_selector, "get_key", self.name)
+        state = backend.get_partitioned_state(self.descriptor)
+        queryable = getattr(backend, "queryable", None)
+        if queryable is not None:
+            state = queryable.register(self.descriptor, state)
+        self._write = state.update if self.descriptor.kind is StateKind.VALUE else state.add
+
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
+        set_key, key_of, write = self._set_key, self._key_of, self._write
+        try:
+            for i, r in enumerate(records):
+                set_key(key_of(r), key_groups[i] if key_groups is not None else None)
+                write(r)
+        except Exception as e:
+            raise self.user_error(e) from e

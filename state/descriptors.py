@@ -41,6 +41,7 @@ class StateDescriptor:
         self.name = name
         self.type_info = type_info
         self._ttl_config = None
+        self._queryable_name: Optional[str] = None
 
     def get_name(self) -> str:
         return self.name
@@ -56,6 +57,25 @@ class StateDescriptor:
     def get_ttl_config(self) -> Any:
         """The ``StateTtlConfig`` given to :meth:`enable_time_to_live`, or ``None``."""
         return self._ttl_config
+
+    def set_queryable(self, queryable_state_name: str) -> "StateDescriptor":
+        """Make this keyed state readable from outside the job under
+        ``queryable_state_name`` (Flink's ``setQueryable``), by
+        :class:`flowray.queryable_state.QueryableStateClient`. Returns the descriptor."""
+        if not isinstance(queryable_state_name, str) or not queryable_state_name:
+            raise ValueError(f"state {self.name!r}: the queryable state name must be a "
+                             f"non-empty string, got {queryable_state_name!r}")
+        if self._queryable_name is not None and self._queryable_name != queryable_state_name:
+            raise ValueError(f"state {self.name!r} is already queryable as "
+                             f"{self._queryable_name!r}")
+        self._queryable_name = queryable_state_name
+        return self
+
+    def get_queryable_state_name(self) -> Optional[str]:
+        return getattr(self, "_queryable_name", None)
+
+    def is_queryable(self) -> bool:
+        return self.get_queryable_state_name() is not None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -167,6 +167,9 @@ class KeyedStateBackend(abc.ABC):
 
     key_group_range: KeyGroupRange
     max_parallelism: int
+    #: the subtask's queryable states (a ``flowray.state.queryable.QueryableStates``, set
+    #: by the task; ``None``: states are not served, as in unit tests)
+    queryable: Any = None
 
     @abc.abstractmethod
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None: ...

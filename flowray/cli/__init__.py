@@ -279,7 +279,8 @@ def ui(job: str, no_browser: bool, address: Optional[str]) -> None:
 def history(port: Optional[str], archive_dirs: Tuple[str, ...],
             properties: Tuple[str, ...]) -> None:
     """Serve ended jobs' REST API and web UI from the archives their job masters wrote
-    (jobmanager.archive.fs.dir), as Flink's HistoryServer; Ctrl-C stops it."""
+    (jobmanager.archive.fs.dir), as Flink's HistoryServer; Ctrl-C (or SIGTERM) stops it."""
+    import signal
     import threading
 
     from flowray.common.configuration import Configuration, ConfigurationError
@@ -311,10 +312,13 @@ def history(port: Optional[str], archive_dirs: Tuple[str, ...],
     click.echo(f"flowray history: {len(server.archives.job_ids())} archived job(s) from "
                f"{', '.join(dirs)} at {server.url}", )
     sys.stdout.flush()
+    stop = threading.Event()
+    # set explicitly: a process started with SIGINT ignored (by its parent) stops too
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        while not stop.wait(3600):
+            pass
     finally:
         server.close()
 

@@ -32,6 +32,7 @@ from flowray.operators.keyed import (
     KeyedCoProcessOperator,
     KeyedProcessOperator,
     KeyedReduceOperator,
+    QueryableStateSinkOperator,
     field_aggregator,
 )
 from flowray.operators.output_tag import OutputTag
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
     from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams",
-           "BroadcastStream", "BroadcastConnectedStream"]
+           "BroadcastStream", "BroadcastConnectedStream", "QueryableStateStream"]
 
 
 def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
@@ -404,8 +405,50 @@ class KeyedStream(DataStream):
             return self.window(CountTumblingWindowAssigner.of(size))
         return self.window(CountSlidingWindowAssigner.of(size, slide))
 
+    def as_queryable_state(self, queryable_state_name: str,
+                           state_descriptor: Any = None) -> "QueryableStateStream":
+        """Keep this stream's records per key in a state readable from outside the job
+        as ``queryable_state_name`` (Flink's ``asQueryableState``): the latest record with
+        a ``ValueStateDescriptor`` (the default, named after the queryable name), or the
+        records folded in with a reducing, aggregating or list state descriptor. Read it
+        with :class:`flowray.queryable_state.QueryableStateClient`.
+
+        >>> from flowray import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> q = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).as_queryable_state(
+        ...     "latest")
+        >>> q.get_queryable_state_name()
+        'latest'
+        """
+        from flowray.state.descriptors import StateDescriptor, ValueStateDescriptor
+
+        if state_descriptor is None:
+            state_descriptor = ValueStateDescriptor(queryable_state_name)
+        if not isinstance(state_descriptor, StateDescriptor):
+            raise TypeError(f"as_queryable_state({queryable_state_name!r}): expected a "
+                            f"StateDescriptor, got {state_descriptor!r}")
+        op = QueryableStateSinkOperator(queryable_state_name, state_descriptor,
+                                        self._key_selector)
+        return QueryableStateStream(queryable_state_name, state_descriptor, self._sink(op))
+
     def _physical(self, what: str) -> Transformation:
         raise GraphError(f"cannot set {what} on a KeyedStream; set it on the operator after it")
+
+
+class QueryableStateStream:
+    """What ``as_queryable_state`` returns (Flink's ``QueryableStateStream``): the name and
+    descriptor to query with; ``sink`` is the operator keeping the state (set its uid)."""
+
+    def __init__(self, name: str, descriptor: Any, sink: "DataStreamSink") -> None:
+        self._name = name
+        self._descriptor = descriptor
+        self.sink = sink
+
+    def get_queryable_state_name(self) -> str:
+        return self._name
+
+    def get_state_descriptor(self) -> Any:
+        return self._descriptor
 
 
 class ConnectedStreams:

@@ -583,7 +583,7 @@ class JobMaster(TaskDeployer):
         """Every job on this Ray cluster (this one too) as the web UI's job list shows it:
         id, name, status, start, restarts and its web UI's URL (never its REST token).
         Asked of the job masters at most every 2 s."""
-        from flowray.runtime.execution.jobs import list_jobs
+        from flowray.runtime.execution.job_directory import list_jobs
 
         now = time.monotonic()
         cached = self._cluster_jobs_cache
@@ -712,6 +712,24 @@ class JobMaster(TaskDeployer):
         """Names of the standby task actors whose process runs (tests wait for one)."""
         with self._lock:
             return self.standbys.ready_names()
+
+    def kv_state_vertices(self) -> List[Dict[str, Any]]:
+        """The job's keyed vertices, where queryable states live: id, name, parallelism,
+        max parallelism, and each subtask's actor name (None while it is not running)."""
+        with self._lock:
+            running = set(self.scheduler.running())
+            out = []
+            for v in self.job.job_graph.topological_order():
+                if not v.plan.keyed:
+                    continue
+                actors = {}
+                for i in range(v.parallelism):
+                    s = SubtaskId(v.id, i)
+                    actors[i] = (self._actor_names.get(s, self._name(s)) if s in running
+                                 else None)
+                out.append({"vertex": v.id, "name": v.name, "parallelism": v.parallelism,
+                            "max_parallelism": v.max_parallelism, "actors": actors})
+            return out
 
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> actor name of the current attempt (tests kill them)."""

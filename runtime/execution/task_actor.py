@@ -34,6 +34,7 @@ from flowray.common.options import CHANNEL_TRANSPORT, METRICS_ENABLED, METRICS_R
 from flowray.metrics.groups import MetricRegistry
 from flowray.runtime.execution.metrics_export import RayMetricsExporter
 from flowray.runtime.network.ray_transport import RayChannelWriter
+from flowray.state.queryable import UnknownKvStateLocation
 from flowray.runtime.network.tls import TlsSettings
 from flowray.runtime.network.socket_transport import (
     SocketInputGate,
@@ -337,6 +338,25 @@ class TaskActor:
 
     def metrics(self) -> Dict[str, Any]:
         return self.task.metrics() if self.task is not None else {}
+
+    # -- queryable state (flowray.queryable_state) -------------------------------------
+    def queryable_state_info(self) -> Dict[str, Tuple[str, List[str]]]:
+        """Queryable state name -> (state kind, the key types it has seen)."""
+        task = self.task
+        backend = getattr(task, "keyed_backend", None)
+        return backend.queryable.info() if backend is not None else {}
+
+    def query_state(self, name: str, key: Any, committed: bool) -> Tuple[int, Any]:
+        """``(checkpoint id, value)`` of ``key`` in the state queryable as ``name``
+        (``StreamTask.query_state``)."""
+        task = self.task
+        if getattr(task, "keyed_backend", None) is None:
+            raise UnknownKvStateLocation(f"subtask {self.tdd.display_name if self.tdd else '?'}"
+                                         " is not running")
+        try:
+            return task.query_state(name, key, committed)
+        except TimeoutError as e:
+            raise UnknownKvStateLocation(str(e)) from None
 
     def heartbeat(self) -> Tuple[float, Dict[str, Any]]:
         """The job master's heartbeat request; the answer is how long the task's loop

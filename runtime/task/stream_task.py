@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import cloudpickle
 from flowray.operators.base import OperatorContext, ProcessingTimeService, StreamOperator
@@ -57,6 +57,7 @@ from flowray.runtime.task.subtask_checkpoints import (
     SubtaskCheckpointCoordinator,
 )
 from flowray.runtime.task.watermark_valve import WatermarkValve
+from flowray.state.queryable import QueryableStates, UnknownQueryableStateError
 from flowray.state.state_backend import create_keyed_backend
 
 from flowray.common.configuration import Configuration
@@ -331,6 +332,7 @@ class StreamTask:
         self.keyed_backend = backend
         if backend is not None:
             backend.ttl_clock = self.clock  # state TTL counts the task's processing time
+            backend.queryable = QueryableStates(backend, tdd.restore_checkpoint_id or 0)
         self.timers = ProcessingTimeService(self.clock)
         ctx = OperatorContext(
             task_name=tdd.vertex_name,
@@ -401,6 +403,39 @@ class StreamTask:
         if checkpointer is None:
             return 0
         return checkpointer.operator_state_sizes.get(op.uid, 0)
+
+    # -- queryable state ---------------------------------------------------------------
+    def query_state(self, name: str, key: Any, committed: bool,
+                    timeout_s: float = 10.0) -> Tuple[int, Any]:
+        """``(checkpoint id, value)`` of ``key`` in the state queryable as ``name``:
+        committed, as of the latest completed checkpoint (id > 0; any thread), or live
+        (id -1; read on the task thread through the mailbox). Raises
+        ``UnknownQueryableStateError``, or ``TimeoutError`` if the task thread does not
+        come to it (it is blocked, or ended)."""
+        backend = getattr(self, "keyed_backend", None)
+        queryable = backend.queryable if backend is not None else None
+        if queryable is None:
+            raise UnknownQueryableStateError(
+                f"task {self.tdd.display_name} has no keyed state, so no queryable state "
+                f"{name!r}")
+        if committed:
+            return queryable.committed_value(name, key)
+        done = threading.Event()
+        answer: Dict[str, Any] = {}
+
+        def read() -> None:
+            try:
+                answer["value"] = queryable.live_value(name, key)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                answer["error"] = e
+            done.set()
+        self.submit(read)
+        if not done.wait(timeout_s):
+            raise TimeoutError(f"task {self.tdd.display_name} did not read its state within "
+                               f"{timeout_s:.0f} s")
+        if "error" in answer:
+            raise answer["error"]
+        return -1, answer["value"]
 
     def _partitions(self) -> BlockingPartitionStore:
         store = getattr(self, "_partition_store", None)
@@ -641,6 +676,8 @@ class StreamTask:
         if not self._input_ended:
             for rw in self.record_writers.values():
                 rw.broadcast_event(barrier)
+        if self.keyed_backend is not None:
+            self.keyed_backend.queryable.on_checkpoint(barrier.checkpoint_id)
         self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended,
                                      drained=self._stop_mode != STOP_NO_DRAIN)
         # a stopping task ends with the savepoint of the stop, no other checkpoint
@@ -651,6 +688,7 @@ class StreamTask:
     def _on_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.keyed_backend is not None:
             self.keyed_backend.notify_checkpoint_complete(checkpoint_id)
+            self.keyed_backend.queryable.on_complete(checkpoint_id)
         for op in self.operators:
             op.notify_checkpoint_complete(checkpoint_id)
         if self._final_checkpoint is not None and checkpoint_id >= self._final_checkpoint:

@@ -1,0 +1,97 @@
+"""Finding jobs on a Ray cluster: every job master is a named actor ``<job name>/jobmaster``
+in the Ray namespace ``flowray``; :func:`list_jobs` asks each for its info and
+:func:`find_job` picks the one a user names (see :mod:`flowray.runtime.execution.jobs`).
+Apart from re-attaching clients, so the job master itself can list its cluster's jobs."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import ray
+
+from flowray.runtime.execution.cluster import NAMESPACE, connect_cluster
+
+__all__ = ["JobNotFoundError", "list_jobs", "find_job", "MASTER_SUFFIX"]
+
+MASTER_SUFFIX = "/jobmaster"
+MIN_ID_PREFIX = 4
+INFO_TIMEOUT_S = 30.0
+
+
+class JobNotFoundError(LookupError):
+    """No job (or more than one) answers to the id or name given."""
+
+
+def _masters() -> List[str]:
+    """Names of every job master actor alive in the cluster."""
+    names = ray.util.list_named_actors(all_namespaces=True)
+    return sorted(n["name"] for n in names
+                  if n.get("namespace") == NAMESPACE and n["name"].endswith(MASTER_SUFFIX))
+
+
+def list_jobs(address: Optional[str] = None) -> List[Dict[str, Any]]:
+    """``JobMaster.info()`` of every job on the cluster, oldest first; a master that does
+    not answer is listed with status ``UNKNOWN``."""
+    connect_cluster(address)
+    names = _masters()
+    handles = []
+    for name in names:
+        try:
+            handles.append((name, ray.get_actor(name, namespace=NAMESPACE)))
+        except ValueError:  # ended meanwhile
+            continue
+    refs = [h.info.remote() for _, h in handles]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=INFO_TIMEOUT_S) if refs else ([], [])
+    ready_set = set(ready)
+    jobs = []
+    for (name, _), ref in zip(handles, refs):
+        info = None
+        if ref in ready_set:
+            try:
+                info = ray.get(ref)
+            except Exception:  # noqa: BLE001 - RayActorError: it ended meanwhile
+                info = None
+        if info is None:
+            info = {"job_id": "?", "job_name": name[:-len(MASTER_SUFFIX)],
+                    "name": name[:-len(MASTER_SUFFIX)], "status": "UNKNOWN",
+                    "start_ms": None, "vertices": [], "parallelism": 0}
+        info["master"] = name
+        jobs.append(info)
+    jobs.sort(key=lambda j: (j.get("start_ms") or 0, j["name"]))
+    return jobs
+
+
+def find_job(job: str, jobs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The one job of ``jobs`` that ``job`` names (see the module docstring).
+
+    >>> jobs = [{"job_id": "4f2a9c0d1e2f", "job_name": "wc", "name": "wc", "status": "FINISHED"},
+    ...         {"job_id": "77aa00bb11cc", "job_name": "wc", "name": "wc#2", "status": "RUNNING"}]
+    >>> find_job("4f2a", jobs)["name"], find_job("wc", jobs)["name"], find_job("wc#2", jobs)["name"]
+    ('wc', 'wc#2', 'wc#2')
+    >>> find_job("nosuchjob", jobs)
+    Traceback (most recent call last):
+    ...
+    flowray.runtime.execution.job_directory.JobNotFoundError: no job 'nosuchjob' on this Ray cluster (flowray list -a shows every job)
+    """
+    by_id = [j for j in jobs if j.get("job_id") == job]
+    if not by_id and len(job) >= MIN_ID_PREFIX:
+        by_id = [j for j in jobs if str(j.get("job_id", "")).startswith(job)]
+    if len(by_id) == 1:
+        return by_id[0]
+    if len(by_id) > 1:
+        raise JobNotFoundError(f"job id prefix {job!r} is ambiguous: "
+                               + ", ".join(j["job_id"] for j in by_id))
+    by_name = [j for j in jobs if job in (j.get("name"), j.get("job_name"))]
+    if len(by_name) > 1:
+        live = [j for j in by_name
+                if j.get("status") not in ("FINISHED", "FAILED", "CANCELED", "UNKNOWN")]
+        exact = [j for j in by_name if j.get("name") == job]
+        for choice in (live, exact):
+            if len(choice) == 1:
+                return choice[0]
+        raise JobNotFoundError(f"{len(by_name)} jobs are named {job!r}; give the job id: "
+                               + ", ".join(j["job_id"] for j in by_name))
+    if by_name:
+        return by_name[0]
+    raise JobNotFoundError(f"no job {job!r} on this Ray cluster "
+                           f"(flowray list -a shows every job)")
