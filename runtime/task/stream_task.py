@@ -582,7 +582,8 @@ class StreamTask:
                 cid = reader.channel_id
                 idx = input_of[cid]
                 for _ in range(self.FRAMES_PER_TURN):
-                    if handler.is_blocked(cid):
+                    # a mailbox action (a query, a trigger) waits at most one frame
+                    if handler.is_blocked(cid) or self._mailbox:
                         break
                     frame = reader.poll()
                     if frame is None:
