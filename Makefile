@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_LIB := .cache/kafka/lib
 KAFKA_STAMP := $(KAFKA_LIB)/.resolved
 
-.PHONY: run test unit bench java-check mvn-check postgres chromium kafka kafka-jars clean
+.PHONY: run test unit bench java-check mvn-check postgres chromium redis kafka kafka-jars clean
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { \
@@ -59,6 +59,17 @@ chromium:
 	  echo "       Install them, e.g. on Debian/Ubuntu: sudo apt-get install -y chromium chromium-driver"; \
 	  exit 1; fi
 
+# Debian's redis-server for the GCS fault tolerance test (Ray's GCS keeps its tables there)
+redis:
+	@if command -v redis-server >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Redis is missing: installing Debian's redis-server package"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else \
+	  echo "error: redis-server is required by the GCS fault tolerance test and was not found."; \
+	  echo "       Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y redis-server"; \
+	  exit 1; fi
+
 # a Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...) for the examples; Ctrl-C stops it
 kafka: java-check $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m tests.support.servers kafka
@@ -76,7 +87,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 run: java-check $(STAMP)
 	$(PY) examples/spark_pipeline.py
 
-test: java-check postgres chromium $(STAMP) $(KAFKA_STAMP)
+test: java-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pytest -q --durations=20 tests
 
 unit: $(STAMP)

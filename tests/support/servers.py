@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, List, Optional
 
-__all__ = ["KafkaBroker", "PostgresCluster", "free_port", "kafka_lib_dir", "ensure_kafka_jars",
-           "ServerError"]
+__all__ = ["KafkaBroker", "PostgresCluster", "RedisServer", "free_port", "kafka_lib_dir",
+           "ensure_kafka_jars", "ServerError"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_POM = REPO_ROOT / "tools" / "kafka" / "pom.xml"
@@ -323,6 +323,55 @@ class PostgresCluster:
 
     def close(self) -> None:
         self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# -- Redis ---------------------------------------------------------------------------------
+
+class RedisServer:
+    """A throw-away Redis (Debian's ``redis-server``) on a free loopback port, no
+    persistence: the store that makes Ray's GCS fault tolerant in the tests."""
+
+    def __init__(self, workdir: Optional[str] = None, port: Optional[int] = None) -> None:
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            raise ServerError("redis-server was not found: run `make redis` (Debian's "
+                              "redis-server package)")
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="flowray-redis-"))
+        self.port = port or free_port()
+        self.log = self.workdir / "redis.log"
+        self._proc: Optional[subprocess.Popen] = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def start(self, timeout_s: float = 30.0) -> "RedisServer":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.workdir), "--save", "", "--appendonly", "no", "--logfile",
+             str(self.log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = self._proc
+        _wait_until(self._answers, timeout_s, "redis-server", lambda: proc.poll() is None,
+                    self.log)
+        return self
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
