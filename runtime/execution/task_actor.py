@@ -163,6 +163,10 @@ def _is_ready(ref: Any) -> bool:
     return bool(ready)
 
 
+#: queryable-state queries a task actor answers at once (the rest are told to retry)
+MAX_CONCURRENT_QUERIES = 2
+
+
 @ray.remote(num_cpus=0, max_concurrency=8)
 class TaskActor:
     """One subtask. ``run`` executes the task loop and returns its :class:`TaskResult`;
@@ -180,6 +184,9 @@ class TaskActor:
         self._early: List[Callable[[StreamTask], None]] = []
         self._lock = threading.Lock()
         self._assigned = threading.Event()
+        # queries take at most this many of the actor's threads: heartbeats, triggers and
+        # cancels always find one
+        self._queries = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
         if tdd is not None:
             self._set_up(tdd, master)
 
@@ -351,12 +358,18 @@ class TaskActor:
         (``StreamTask.query_state``)."""
         task = self.task
         if getattr(task, "keyed_backend", None) is None:
-            raise UnknownKvStateLocation(f"subtask {self.tdd.display_name if self.tdd else '?'}"
-                                         " is not running")
+            tdd = getattr(self, "tdd", None)
+            raise UnknownKvStateLocation(f"subtask {tdd.display_name if tdd else '?'} is not "
+                                         "running")
+        if not self._queries.acquire(blocking=False):
+            raise UnknownKvStateLocation(f"subtask {task.tdd.display_name} is answering "
+                                         f"{MAX_CONCURRENT_QUERIES} queries already; retry")
         try:
             return task.query_state(name, key, committed)
         except TimeoutError as e:
             raise UnknownKvStateLocation(str(e)) from None
+        finally:
+            self._queries.release()
 
     def heartbeat(self) -> Tuple[float, Dict[str, Any]]:
         """The job master's heartbeat request; the answer is how long the task's loop
