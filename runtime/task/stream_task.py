@@ -581,9 +581,10 @@ class StreamTask:
             for reader in ready:
                 cid = reader.channel_id
                 idx = input_of[cid]
-                for _ in range(self.FRAMES_PER_TURN):
-                    # a mailbox action (a query, a trigger) waits at most one frame
-                    if handler.is_blocked(cid) or self._mailbox:
+                for i in range(self.FRAMES_PER_TURN):
+                    # a mailbox action (a query, a trigger) waits at most one frame per
+                    # input; each ready input still moves a frame per turn (no starving)
+                    if handler.is_blocked(cid) or (i and self._mailbox):
                         break
                     frame = reader.poll()
                     if frame is None:
