@@ -13,12 +13,11 @@ import uuid
 import ray
 from ray.cluster_utils import Cluster
 
-from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.job_directory import list_jobs
-from flowray.testing import (PAUSE, FaultInjector, TestingSource, TransactionalTestingSink,
-                             wait_until)
-from tests.multinode.node_loss_job import KEYS, N, exactly_once, per_key, task_nodes
+from flowray.testing import FaultInjector, wait_until
+from tests.multinode.node_loss_job import (N, exactly_once, per_key, start_keyed_job,
+                                          task_nodes)
 from tests.support.servers import RedisServer
 
 
@@ -42,27 +41,7 @@ def main(work: str) -> dict:
 
 
 def _run(cluster, work: str) -> dict:
-    env = StreamExecutionEnvironment.get_execution_environment(Configuration({
-        "state.checkpoints.dir": os.path.join(work, "chk"),
-        "flowray.storage.local-paths-shared": "true",  # one machine: one disk
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 10,
-        "restart-strategy.fixed-delay.delay": "500 ms"}))
-    env.enable_checkpointing(200)
-    env.set_parallelism(3)
-    items = []
-    for i in range(N):
-        if i % 50 == 0:
-            items.append(PAUSE(0.1))  # about 6 s of input per source subtask
-        items.append(i)
-    sink = TransactionalTestingSink(os.path.join(work, "out"))
-    (env.from_source(TestingSource(items, ledger_dir=os.path.join(work, "faults")),
-                     WatermarkStrategy.no_watermarks(), "numbers")
-        .map(lambda i: (i % KEYS, i + 1))
-        .key_by(lambda t: t[0])
-        .reduce(lambda a, b: (a[0], a[1] + b[1]))
-        .sink_to(sink))
-    client = env.execute_async("gcs-loss")
+    client, sink = start_keyed_job(work, "gcs-loss")
     wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
     nodes = task_nodes(client)
     committed_before = len(sink.committed())

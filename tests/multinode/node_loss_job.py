@@ -150,13 +150,9 @@ def _batch_attempt(cluster, work: str, spare) -> dict:
             "committed": len(sink.committed())}
 
 
-def main(work: str) -> dict:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
-    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False,
-             include_dashboard=False)
-    cluster.wait_for_nodes()
-    refused = refuses_node_local_checkpoints(work)
+def start_keyed_job(work: str, name: str):
+    """The exactly-once keyed job both multinode tests run (parallelism 3, checkpoints
+    every 200 ms, about 6 s of input per source subtask): its client and its sink."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
         "state.checkpoints.dir": os.path.join(work, "chk"),
         "flowray.storage.local-paths-shared": "true",  # one machine: one disk
@@ -177,7 +173,17 @@ def main(work: str) -> dict:
         .key_by(lambda t: t[0])
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
         .sink_to(sink))
-    client = env.execute_async("node-loss")
+    return env.execute_async(name), sink
+
+
+def main(work: str) -> dict:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False,
+             include_dashboard=False)
+    cluster.wait_for_nodes()
+    refused = refuses_node_local_checkpoints(work)
+    client, sink = start_keyed_job(work, "node-loss")
     wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
     nodes = task_nodes(client)
     master_node = client.get_job_info()["node_id"]
