@@ -43,7 +43,11 @@ class WebUIPage:
                                  f" the page says: {self.text()[:1500]}") from None
 
     def show_tab(self, tab: str) -> None:
-        self.driver.find_element("css selector", f'#tabs a[data-tab="{tab}"]').click()
+        def clicked(driver) -> bool:
+            # the page re-renders every 2 s: a link found just before may be replaced
+            driver.find_element("css selector", f'#tabs a[data-tab="{tab}"]').click()
+            return True
+        self.wait_for(clicked, f"the {tab} tab's link")
         self.wait_for(lambda d: d.find_elements("css selector", f"#tab-{tab}"),
                       f"the {tab} tab")
 
