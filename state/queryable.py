@@ -129,6 +129,13 @@ class QueryableStates:
         self._committed: Dict[str, Dict[Any, Any]] = {}
         self._committed_id = restored_checkpoint_id
         self._lock = threading.Lock()
+        #: the task's operators have opened: every state they ask for in ``open`` is here
+        self._opened = False
+
+    def mark_opened(self) -> None:
+        """The task's operators have opened: from now on a name not registered is
+        unknown, not still to come."""
+        self._opened = True
 
     # -- registration (the task thread, when an operator asks for its state) --------------
     def register(self, descriptor: StateDescriptor, state: State) -> Any:
@@ -174,6 +181,9 @@ class QueryableStates:
 
     def _entry(self, name: str) -> Tuple[StateDescriptor, State]:
         found = self._states.get(name)
+        if found is None and not self._opened:
+            raise UnknownKvStateLocation(f"the subtask is opening its operators; queryable "
+                                         f"state {name!r} may come: retry")
         if found is None:
             raise UnknownQueryableStateError(
                 f"no state is queryable as {name!r} here (queryable: "

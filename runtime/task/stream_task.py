@@ -395,6 +395,8 @@ class StreamTask:
         self._restoring = False
         for op in reversed(self.operators):
             op.open()
+        if backend is not None:
+            backend.queryable.mark_opened()
 
     def operator_state_size(self, op: Any) -> int:
         """Bytes of ``op``'s state in this subtask's latest acknowledged snapshot (0 before

@@ -13,7 +13,8 @@ from flowray.state.descriptors import (ListStateDescriptor, MapStateDescriptor,
                                        ValueStateDescriptor)
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.key_groups import KeyGroupRange
-from flowray.state.queryable import QueryableStates, UnknownQueryableStateError
+from flowray.state.queryable import (QueryableStates, UnknownKvStateLocation,
+                                     UnknownQueryableStateError)
 
 MAXP = 128
 
@@ -103,6 +104,7 @@ def test_registry_errors_name_the_problem():
     assert _value_state(backend, states) is first           # the same state again
     with pytest.raises(ValueError, match="'totals' is taken by state 'total'"):
         _value_state(backend, states, name="other")
+    states.mark_opened()
     with pytest.raises(UnknownQueryableStateError, match="queryable: totals"):
         states.live_value("nope", "a")
     with pytest.raises(ValueError, match="already queryable as 'x'"):
@@ -113,6 +115,22 @@ def test_registry_errors_name_the_problem():
     plain = ValueStateDescriptor("p")
     state = backend.get_partitioned_state(plain)
     assert states.register(plain, state) is state
+
+
+def test_an_unknown_name_is_retried_until_the_operators_have_opened():
+    # a restarted subtask is queried before its operators asked for their state: that
+    # is "retry", not "no such state" (seen in a full run after a failover)
+    backend = _backend()
+    states = QueryableStates(backend, restored_checkpoint_id=4)
+    with pytest.raises(UnknownKvStateLocation, match="opening its operators.*'totals'"):
+        states.committed_value("totals", "a")
+    with pytest.raises(UnknownKvStateLocation):
+        states.live_value("totals", "a")
+    _value_state(backend, states)
+    states.mark_opened()
+    assert states.committed_value("totals", "a") == (4, None)
+    with pytest.raises(UnknownQueryableStateError, match="queryable: totals"):
+        states.committed_value("nope", "a")
 
 
 def test_a_queried_state_is_read_only_and_has_its_kinds_methods():
