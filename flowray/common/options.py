@@ -77,6 +77,7 @@ __all__ = [
     "SAVEPOINTS_DIR",
     "MEMORY_THRESHOLD",
     "SINK_SPILL_THRESHOLD",
+    "ITERATION_SPILL_THRESHOLD",
     "FAILOVER_STRATEGY",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
@@ -638,6 +639,17 @@ SINK_SPILL_THRESHOLD = register_option(
     "records go to a spill file in the local temp folder, read back in pieces of this size "
     "when the transaction is written. 0 spills every record.",
     check=_not_negative,
+)
+
+ITERATION_SPILL_THRESHOLD = register_option(
+    "flowray.iteration.spill-threshold",
+    parse_memory_bytes,
+    64 << 20,
+    "An iteration head keeps up to this many bytes of records that came back over its "
+    "back edge in memory (measured as their pickled size); past it they wait in a spill "
+    "file in the local temp folder, so a cycle whose output is back-pressured always "
+    "takes its feedback and cannot deadlock. At least 1 byte.",
+    check=lambda v: None if v >= 1 else "must be at least 1 byte",
 )
 
 FAILOVER_STRATEGY = register_option(

@@ -65,3 +65,11 @@ __all__ += ["MemorySize", "SlotSharingGroup"]
 
 # the columnar path (an extension): map_batches, to_columnar, env.from_arrow
 from flowray.datastream import columnar as _columnar  # noqa: E402,F401
+
+# cycles (Flink's DataStream iteration API; PyFlink has none)
+from flowray.datastream.data_stream import (  # noqa: E402
+    ConnectedIterativeStreams,
+    IterativeStream,
+)
+
+__all__ += ["IterativeStream", "ConnectedIterativeStreams"]

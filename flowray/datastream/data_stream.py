@@ -35,6 +35,7 @@ from flowray.operators.keyed import (
     QueryableStateSinkOperator,
     field_aggregator,
 )
+from flowray.operators.iteration import FEEDBACK_TAG, IterationHeadOperator
 from flowray.operators.output_tag import OutputTag
 from flowray.operators.typed_output import (
     declare_output_type,
@@ -58,6 +59,7 @@ from flowray.datastream.stream_api import DataStreamApiMixin, DataStreamSinkApiM
 from flowray.runtime.graph.transformations import (
     ChainingStrategy,
     GraphError,
+    IterationHeadTransformation,
     OperatorTransformation,
     PartitionTransformation,
     SideOutputTransformation,
@@ -81,7 +83,8 @@ if TYPE_CHECKING:
     from flowray.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "ConnectedStreams",
-           "BroadcastStream", "BroadcastConnectedStream", "QueryableStateStream"]
+           "BroadcastStream", "BroadcastConnectedStream", "QueryableStateStream",
+           "IterativeStream", "ConnectedIterativeStreams"]
 
 
 def _check_not_keyed_state(fn: Any, operator_name: str) -> None:
@@ -227,6 +230,13 @@ class DataStream(DataStreamApiMixin):
 
     def union(self, *streams: "DataStream") -> "DataStream":
         return DataStream(self._env, UnionTransformation([self._t] + [s._t for s in streams]))
+
+    def iterate(self, max_wait_time_ms: Optional[int] = None) -> Any:
+        """An :class:`~flowray.datastream.iterative_stream.IterativeStream`: a loop whose
+        body is what is applied to it, closed with ``close_with(feedback)``. With
+        ``max_wait_time_ms`` the loop ends once its inputs ended and nothing came back
+        for that long (Flink's meaning); without, once no record is left in it."""
+        return start_iteration(self, max_wait_time_ms)
 
     def connect(self, ds: Any) -> Any:
         """``ConnectedStreams`` with another stream, or a ``BroadcastConnectedStream`` with
@@ -494,6 +504,102 @@ class ConnectedStreams:
             return self._two_input(KeyedCoProcessOperator(func, *selectors), output_type)
         _check_not_keyed_state(func, "Co-Process")
         return self._two_input(CoProcessOperator(func), output_type)
+
+
+# -- cycles: Flink's DataStream iteration API (docs/iterations.md) --------------------
+def start_iteration(stream: DataStream, max_wait_time_ms: Optional[int]) -> "IterativeStream":
+    if max_wait_time_ms is not None and (not isinstance(max_wait_time_ms, int)
+                                         or isinstance(max_wait_time_ms, bool)
+                                         or max_wait_time_ms < 0):
+        raise ValueError(f"max_wait_time_ms must be None or a non-negative int of "
+                         f"milliseconds, got {max_wait_time_ms!r}")
+    head = IterationHeadTransformation(IterationHeadOperator(max_wait_time_ms), stream._t)
+    head.output_type = stream.get_type()
+    stream._env._add(head)
+    return IterativeStream(stream._env, head)
+
+
+def _close(head: IterationHeadTransformation, feedback_stream: Any) -> None:
+    if not isinstance(feedback_stream, DataStream):
+        raise TypeError(f"close_with takes a DataStream, got {type(feedback_stream).__name__}")
+    if head.feedback:
+        raise GraphError(f"iteration {head.name!r} is already closed: close_with() is called "
+                         "once (union the feedback streams first)")
+    fb = feedback_stream._t
+    if fb is head:
+        raise GraphError(f"iteration {head.name!r}: the feedback stream is the iteration "
+                         "itself; it must come from an operator applied to it")
+    if not head.reaches_from(fb):
+        raise GraphError(f"the feedback stream {fb.name!r} does not come from iteration "
+                         f"{head.name!r}: close_with() takes a stream computed from the "
+                         "stream iterate() returned")
+    physical = fb
+    while physical.is_virtual and physical.inputs and len(physical.inputs) == 1:
+        physical = physical.inputs[0]
+    if (head.parallelism is not None and physical.parallelism is not None
+            and not physical.is_virtual and physical.parallelism != head.parallelism):
+        raise GraphError(
+            f"the feedback of iteration {head.name!r} comes from {physical.name!r} with "
+            f"parallelism {physical.parallelism}, but the iteration head has "
+            f"{head.parallelism}: as in Flink, the feedback stream must have the head's "
+            f"parallelism")
+    head.feedback.append(fb)
+
+
+class IterativeStream(DataStream):
+    """The stream inside an iteration (Flink's ``IterativeStream``): the iteration's
+    input and its feedback. Close the loop with :meth:`close_with`. The job ends once
+    every input has ended and no record is left in the loop; checkpoints hold the
+    records in the loop, so the output is exactly once (docs/iterations.md).
+
+    >>> from flowray.datastream import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> it = env.from_collection([3, 6, 7]).map(lambda n: (n, n, 0)).iterate()
+    >>> step = it.map(lambda r: (r[0], r[1] // 2 if r[1] % 2 == 0 else 3 * r[1] + 1,
+    ...                          r[2] + 1))
+    >>> _ = it.close_with(step.filter(lambda r: r[1] != 1))    # not at 1 yet: again
+    >>> done = step.filter(lambda r: r[1] == 1).map(lambda r: (r[0], r[2]))
+    """
+
+    def __init__(self, env: Any, head: IterationHeadTransformation) -> None:
+        super().__init__(env, head)
+        self._head = head
+
+    def close_with(self, feedback_stream: DataStream) -> DataStream:
+        """Send ``feedback_stream`` (computed from this stream, with its parallelism)
+        back to the head of the iteration; returns ``feedback_stream``. A keyed feedback
+        stream keeps its partitioning."""
+        _close(self._head, feedback_stream)
+        return feedback_stream
+
+    def with_feedback_type(self, feedback_type: Any) -> "ConnectedIterativeStreams":
+        """The iteration as two streams: the input (first) and a feedback of another
+        type (second), for a co-function (Flink's ``withFeedbackType``)."""
+        head = self._head
+        if head.feedback:
+            raise GraphError(f"iteration {head.name!r} is already closed")
+        op = head.operator
+        assert isinstance(op, IterationHeadOperator)
+        op.connected = True
+        feedback = SideOutputTransformation(head, FEEDBACK_TAG)
+        feedback.output_type = feedback_type
+        return ConnectedIterativeStreams(DataStream(self._env, head),
+                                         DataStream(self._env, feedback), head)
+
+
+class ConnectedIterativeStreams(ConnectedStreams):
+    """An iteration whose feedback has its own type (Flink's ``ConnectedIterativeStreams``):
+    ``stream1`` is the iteration's input, ``stream2`` what comes back through
+    :meth:`close_with`; ``map``/``flat_map``/``process`` take a co-function."""
+
+    def __init__(self, stream1: DataStream, stream2: DataStream,
+                 head: IterationHeadTransformation) -> None:
+        super().__init__(stream1, stream2)
+        self._head = head
+
+    def close_with(self, feedback_stream: DataStream) -> DataStream:
+        _close(self._head, feedback_stream)
+        return feedback_stream
 
 
 # PyFlink's other names in this module

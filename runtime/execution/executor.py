@@ -28,6 +28,7 @@ from flowray.common.configuration import Configuration
 from flowray.common.files import user_temp_dir
 from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.graph.job_graph import JobGraph, mark_blocking_exchanges
+from flowray.runtime.graph.transformations import GraphError
 from flowray.runtime.execution.serialization import dumps_checked, register_user_modules
 
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
@@ -37,10 +38,17 @@ log = logging.getLogger(__name__)
 
 
 def is_batch(conf: Configuration, job_graph: JobGraph) -> bool:
-    """BATCH, or AUTOMATIC with only bounded sources."""
+    """BATCH, or AUTOMATIC with only bounded sources and no iteration (a cycle runs in
+    STREAMING mode: BATCH stages cannot feed back into an earlier one, as in Flink)."""
     mode = conf.get(RUNTIME_MODE)
+    has_loop = any(e.is_feedback for e in job_graph.edges.values())
+    if mode == "BATCH" and has_loop:
+        raise GraphError("iterate() needs STREAMING execution mode: a cycle cannot run as "
+                         "BATCH stages (set execution.runtime-mode to STREAMING)")
     if mode != "AUTOMATIC":
         return mode == "BATCH"
+    if has_loop:
+        return False
     from flowray.operators.sources import Boundedness, SourceOperator
     for v in job_graph.vertices.values():
         for op in v.plan.operators.values():

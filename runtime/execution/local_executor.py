@@ -28,6 +28,7 @@ from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescr
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob
 from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.scheduler import JobScheduler
+from flowray.runtime.task.iteration_head_task import create_stream_task
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
 from flowray.metrics.groups import MetricRegistry, TaskMetricGroup
@@ -177,7 +178,7 @@ class _LocalJob(TaskDeployer, JobHandle):
                                     self.metrics)
         started = []
         for d in descriptors:
-            task = StreamTask(d, env)
+            task = create_stream_task(d, env)
             self.tasks[d.subtask] = task
             started.append(task)
         for task in started:

@@ -22,6 +22,7 @@ from flowray.common.options import (
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
+from flowray.runtime.task.iteration_head_task import create_stream_task
 from flowray.runtime.task.stream_task import StreamTask
 from flowray.runtime.task.environment import TaskEnvironment
 from flowray.runtime.messages import TaskResult
@@ -262,7 +263,7 @@ class TaskActor:
         if self.master is not None:
             env.responder = responder
         exporter = self._metrics(env, config)
-        task = StreamTask(self.tdd, env)
+        task = create_stream_task(self.tdd, env)
         with self._lock:
             self.task = task
             early, self._early = self._early, []

@@ -38,6 +38,10 @@ class InputChannelSpec:
     input_index: int
     producer: SubtaskId
     blocking: bool = False
+    #: a back edge into this iteration head
+    feedback: bool = False
+    #: the iteration whose cycle the channel is on (its head's vertex id), else None
+    loop: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class OutputEdgeSpec:
     # (channel id, consumer subtask) in the order the partitioner indexes them
     channels: Tuple[Tuple[str, SubtaskId], ...]
     blocking: bool = False
+    #: the iteration whose cycle the edge is on (its head's vertex id), else None
+    loop: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,8 @@ class ExecutionGraph:
                 if c == subtask.index:
                     out.append(InputChannelSpec(channel_id(edge.id, p, c), edge.input_index,
                                                 SubtaskId(edge.source_vertex, p),
-                                                edge.result_type == "blocking"))
+                                                edge.result_type == "blocking",
+                                                edge.is_feedback, edge.loop))
         return out
 
     def output_edges(self, subtask: SubtaskId) -> List[OutputEdgeSpec]:
@@ -137,7 +144,8 @@ class ExecutionGraph:
         for edge in self.vertex(subtask).outputs:
             chans = tuple((channel_id(edge.id, p, c), SubtaskId(edge.target_vertex, c))
                           for p, c in self._pairs(edge) if p == subtask.index)
-            out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking"))
+            out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking",
+                                      edge.loop))
         return out
 
     def result_partitions(self) -> List[ResultPartitionSpec]:
@@ -171,5 +179,7 @@ class ExecutionGraph:
             dict(driver_endpoints or {}), restore, resources=dict(v.resources))
 
     def upstream(self) -> Dict[SubtaskId, set]:
-        """Every subtask -> the subtasks it reads from (empty for sources)."""
-        return {s: {i.producer for i in self.input_channels(s)} for s in self.subtasks()}
+        """Every subtask -> the subtasks it reads from (empty for sources); a back edge
+        does not count (an iteration head is upstream of its body, not the reverse)."""
+        return {s: {i.producer for i in self.input_channels(s) if not i.feedback}
+                for s in self.subtasks()}

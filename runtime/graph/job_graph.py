@@ -8,11 +8,11 @@ non-forward edge into a blocking exchange (BATCH mode).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from flowray.runtime.graph.transformations import ChainingStrategy
+from flowray.runtime.graph.transformations import ChainingStrategy, GraphError
 from flowray.runtime.network.partitioners import (
     ForwardPartitioner,
     StreamPartitioner,
@@ -46,6 +46,10 @@ class JobEdge:
     #: "pipelined" (streamed while produced) or "blocking" (written whole, read later:
     #: BATCH mode); blocking exchanges bound failover regions
     result_type: str = "pipelined"
+    #: a back edge of a cycle (into an iteration head)
+    is_feedback: bool = False
+    #: the iteration (its head's vertex id) whose cycle this edge is on, else None
+    loop: Optional[str] = None
 
 
 def mark_blocking_exchanges(job_graph: "JobGraph") -> None:
@@ -111,7 +115,8 @@ class JobGraph:
                 return
             seen.add(v.id)
             for e in v.inputs:
-                visit(self.vertices[e.source_vertex])
+                if not e.is_feedback:
+                    visit(self.vertices[e.source_vertex])
             order.append(v)
 
         for v in self.vertices.values():
@@ -184,7 +189,8 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             src = vertices[vertex_of_head[chained_from[e.source_id]]]
             dst = vertices[vertex_of_head[e.target_id]]
             eid = f"e{len(edges) + 1}"
-            je = JobEdge(eid, src.id, dst.id, e.source_id, e.partitioner, e.input_index)
+            je = JobEdge(eid, src.id, dst.id, e.source_id, e.partitioner, e.input_index,
+                         is_feedback=e.is_feedback)
             edges[eid] = je
             src.outputs.append(je)
             dst.inputs.append(je)
@@ -193,4 +199,45 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             else:
                 src.plan.side_network_outputs[e.source_id].append((e.side_output_tag, eid))
             src.plan.partitioners[eid] = e.partitioner
-    return JobGraph(graph.job_name, vertices, edges)
+    job_graph = JobGraph(graph.job_name, vertices, edges)
+    mark_loops(job_graph)
+    return job_graph
+
+
+def mark_loops(job_graph: JobGraph) -> None:
+    """Set ``loop`` on every edge of each iteration's cycle: the edges among its head and
+    its body (the vertices on a path from the head to one of its back edges). Nested or
+    overlapping iterations are refused."""
+    vertices = job_graph.vertices
+    owner: Dict[str, str] = {}
+    for head in vertices.values():
+        back = [e for e in head.inputs if e.is_feedback]
+        if not back:
+            continue
+        after: Set[str] = set()
+        todo = [head.id]
+        while todo:
+            v = todo.pop()
+            for e in vertices[v].outputs:
+                if not e.is_feedback and e.target_vertex not in after:
+                    after.add(e.target_vertex)
+                    todo.append(e.target_vertex)
+        before: Set[str] = set()
+        todo = [e.source_vertex for e in back]
+        before.update(todo)
+        while todo:
+            v = todo.pop()
+            for e in vertices[v].inputs:
+                if not e.is_feedback and e.source_vertex not in before:
+                    before.add(e.source_vertex)
+                    todo.append(e.source_vertex)
+        body = (after & before) | {head.id}
+        for v in body:
+            if v in owner and owner[v] != head.id:
+                raise GraphError(
+                    f"{vertices[v].name!r} is inside two iterations ({vertices[owner[v]].name!r} "
+                    f"and {head.name!r}): nested iterations are not supported")
+            owner[v] = head.id
+        for e in job_graph.edges.values():
+            if e.source_vertex in body and e.target_vertex in body:
+                e.loop = head.id

@@ -15,6 +15,7 @@ from flowray.operators.sources import SourceOperator
 from flowray.runtime.graph.transformations import (
     ChainingStrategy,
     GraphError,
+    IterationHeadTransformation,
     OperatorTransformation,
     PartitionTransformation,
     SideOutputTransformation,
@@ -42,10 +43,13 @@ class StreamEdge:
     input_index: int = 0
     #: the edge carries the source's side output of this name instead of its main output
     side_output_tag: Optional[str] = None
+    #: a back edge of a cycle: from the end of an iteration's body to its head
+    is_feedback: bool = False
 
     def __repr__(self) -> str:
         side = f"<{self.side_output_tag}>" if self.side_output_tag else ""
-        return (f"{self.source_id}{side}-[{self.partitioner.name}]->"
+        back = "(feedback)" if self.is_feedback else ""
+        return (f"{self.source_id}{side}-[{self.partitioner.name}]{back}->"
                 f"{self.target_id}.{self.input_index}")
 
 
@@ -115,10 +119,12 @@ def build_stream_graph(
     def collect(t: Transformation) -> None:
         if t.id in physical:
             return
-        for i in t.inputs:
-            collect(i)
         if isinstance(t, OperatorTransformation):
             physical[t.id] = t
+        for i in t.inputs:
+            collect(i)
+        for i in getattr(t, "feedback", ()):
+            collect(i)
 
     for t in transformations:
         collect(t)
@@ -134,6 +140,16 @@ def build_stream_graph(
         hashes[tid] = _position_hash(t, ordinal, physical, hashes)
         p = t.parallelism or default_parallelism
         maxp = t.max_parallelism or default_max_parallelism
+        if isinstance(t, IterationHeadTransformation):
+            if not t.feedback:
+                raise GraphError(f"iteration {t.name!r} is never closed: call "
+                                 "close_with(feedback_stream) on the stream iterate() "
+                                 "returned")
+            if t.parallelism is None:  # as Flink: the head runs as its input does
+                ups = [nodes[phys.id] for phys, _, _ in _resolve(t.inputs[0])
+                       if phys.id in nodes]
+                if ups and len({n.parallelism for n in ups}) == 1:
+                    p = ups[0].parallelism
         if p > maxp:
             raise GraphError(
                 f"operator {t.name!r}: parallelism {p} exceeds max parallelism "
@@ -175,7 +191,33 @@ def build_stream_graph(
                 target.in_edges.append(edge)
         if n_inputs >= 1 and not target.in_edges:
             raise GraphError(f"operator {t.name!r} has no input")
+    for tid in sorted(physical):
+        t = physical[tid]
+        if isinstance(t, IterationHeadTransformation):
+            _add_feedback_edges(t, nodes)
     return StreamGraph(job_name, nodes, generated)
+
+
+def _add_feedback_edges(head_t: IterationHeadTransformation,
+                        nodes: Dict[int, StreamNode]) -> None:
+    """The back edges of an iteration: from the producers of its feedback streams to its
+    head, with the feedback's partitioning (forward when none is given)."""
+    head = nodes[head_t.id]
+    for feedback in head_t.feedback:
+        for phys, partitioner, tag in _resolve(feedback):
+            source = nodes[phys.id]
+            if source.parallelism != head.parallelism:
+                raise GraphError(
+                    f"the feedback of iteration {head.name!r} comes from {source.name!r} "
+                    f"with parallelism {source.parallelism}, but the iteration head has "
+                    f"{head.parallelism}: as in Flink, the feedback stream must have the "
+                    f"head's parallelism (set_parallelism({head.parallelism}) on the "
+                    "feedback, or on the stream iterate() returned: a head runs with its "
+                    "input's parallelism unless set)")
+            edge = StreamEdge(source.id, head.id, _edge_partitioner(source, head, partitioner),
+                              0, tag, is_feedback=True)
+            source.out_edges.append(edge)
+            head.in_edges.append(edge)
 
 
 def _position_hash(t: OperatorTransformation, ordinal: int,

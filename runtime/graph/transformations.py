@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.network.partitioners import (
@@ -27,6 +27,7 @@ __all__ = [
     "PartitionTransformation",
     "UnionTransformation",
     "SideOutputTransformation",
+    "IterationHeadTransformation",
 ]
 
 
@@ -112,3 +113,26 @@ class SideOutputTransformation(Transformation):
     @property
     def is_virtual(self) -> bool:
         return True
+
+
+class IterationHeadTransformation(OperatorTransformation):
+    """The head of a cycle (``DataStream.iterate``): its input, and the ``feedback``
+    streams given to ``close_with``, which become back edges into it."""
+
+    def __init__(self, operator: StreamOperator, input: Transformation) -> None:
+        super().__init__(operator, [input])
+        self.chaining = ChainingStrategy.NEVER   # alone in its task: head and tail
+        self.feedback: List[Transformation] = []
+
+    def reaches_from(self, t: Transformation) -> bool:
+        """Whether ``t`` is computed from this head's output (it is inside the loop)."""
+        seen, todo = set(), [t]
+        while todo:
+            cur = todo.pop()
+            if cur is self:
+                return True
+            if cur.id in seen:
+                continue
+            seen.add(cur.id)
+            todo.extend(cur.inputs)
+        return False

@@ -35,6 +35,12 @@ class RayChannelWriter(ChannelWriter):
         self.closed = False
 
     def in_flight(self) -> int:
+        """Calls not finished yet (finished ones are let go without waiting)."""
+        if self._refs:
+            done, self._refs = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
+            for announced in ray.get(done):
+                if announced is not None:
+                    self.batch_limit = announced
         return len(self._refs)
 
     def write(self, frame: Frame) -> None:

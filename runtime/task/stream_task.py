@@ -33,6 +33,7 @@ from flowray.runtime.network.elements import (
     STOP_NO_DRAIN,
     CheckpointBarrier,
     EndOfPartition,
+    IterationProbe,
     RecordBatch,
     Watermark,
     WatermarkStatus,
@@ -46,6 +47,7 @@ from flowray.runtime.task.barrier_handler import (
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
 from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
+from flowray.runtime.task.iteration import ProbeAligner
 from flowray.runtime.task.operator_chain import wire_operator_chain
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
@@ -141,6 +143,12 @@ class StreamTask:
         self.readers: Dict[str, ChannelReader] = {}
         self.gate: Optional[InputGate] = None
         self._driver_channels: List[DriverChannel] = []
+        #: inside an iteration's body: forwards termination probes (docs/iterations.md)
+        self._probe_aligner: Optional[ProbeAligner] = None
+        self._loop_outputs: List[str] = []
+        #: an iteration head's back-edge channels (read by IterationHeadTask)
+        self._feedback_ids: frozenset = frozenset(i.channel_id for i in tdd.inputs
+                                                  if i.feedback)
         self._started = 0.0
         self._finished = 0.0
         #: clock.monotonic_ms() of the loop's latest turn; None before the loop starts
@@ -367,20 +375,24 @@ class StreamTask:
             self.metrics_group.gauge("checkpointStartDelayNanos",
                                      lambda: int(self.last_start_delay_ms * 1e6))
 
-        for out in tdd.outputs:
-            if out.blocking:  # BATCH: the whole output goes to files, read later
-                writers = [self._partitions().writer(cid) for cid, _ in out.channels]
-            else:
-                writers = [self.env.open_output(cid, consumer) for cid, consumer in out.channels]
-            self.record_writers[out.edge_id] = RecordWriter(
-                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size,
-                self.batch_bytes, INITIAL_BATCH if self.debloating else None,
-            )
-        if tdd.inputs:
+        # the head of a cycle accepts its inputs first, the others connect their outputs
+        # first: so the tasks of a loop, each waiting on the next, do not wait in a ring
+        if self._feedback_ids:
             self._open_inputs()
+            self._open_outputs(plan)
+        else:
+            self._open_outputs(plan)
+            if tdd.inputs:
+                self._open_inputs()
+        if tdd.inputs:
             self.barrier_handler = create_barrier_handler(
-                self.checkpointing_mode, [i.channel_id for i in tdd.inputs], self.clock
-            )
+                self.checkpointing_mode, [i.channel_id for i in tdd.inputs if not i.feedback],
+                self.clock)
+            loop_inputs = [i.channel_id for i in tdd.inputs if i.loop and not i.feedback]
+            if loop_inputs:   # a task of an iteration's body: it forwards probes
+                self._probe_aligner = ProbeAligner(
+                    loop_inputs, [i.channel_id for i in tdd.inputs if not i.loop])
+                self._loop_outputs = [o.edge_id for o in tdd.outputs if o.loop]
         self._check_cancel()
 
         self.operators, self.head = wire_operator_chain(plan, ctx, self.record_writers,
@@ -488,6 +500,22 @@ class StreamTask:
             checksums,
         )
 
+    def _open_outputs(self, plan: TaskPlan) -> None:
+        tdd = self.tdd
+        for out in tdd.outputs:
+            if out.blocking:  # BATCH: the whole output goes to files, read later
+                writers = [self._partitions().writer(cid) for cid, _ in out.channels]
+            else:
+                writers = [self._open_output_writer(cid, consumer)
+                           for cid, consumer in out.channels]
+            self.record_writers[out.edge_id] = RecordWriter(
+                plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size,
+                self.batch_bytes, INITIAL_BATCH if self.debloating else None,
+            )
+
+    def _open_output_writer(self, channel_id: str, consumer: Any) -> Any:
+        return self.env.open_output(channel_id, consumer)
+
     def _open_driver_channel(self, endpoint_id: str) -> DriverChannel:
         cid = f"driver:{endpoint_id}/{self.tdd.subtask.key}"
         ch = DriverChannel(self.env.open_driver_channel(endpoint_id, cid))
@@ -547,7 +575,10 @@ class StreamTask:
         input_of = {i.channel_id: i.input_index for i in tdd.inputs}
         channels_of_input: Dict[int, List[str]] = {}
         for i in tdd.inputs:
-            channels_of_input.setdefault(i.input_index, []).append(i.channel_id)
+            if not i.feedback:
+                channels_of_input.setdefault(i.input_index, []).append(i.channel_id)
+        feedback = self._feedback_ids
+        in_loop = bool(feedback) or self._probe_aligner is not None
         valves = {idx: WatermarkValve(chs) for idx, chs in channels_of_input.items()}
         open_channels = {idx: len(chs) for idx, chs in channels_of_input.items()}
         process = {0: head.process_batch, 1: head.process_batch2}
@@ -568,7 +599,13 @@ class StreamTask:
         while live:
             self._check_cancel()
             wait = self._housekeeping()
-            active = [r for r in live if not handler.is_blocked(r.channel_id)]
+            if feedback:   # an iteration head: its queue, its probes, its end
+                wait = min(wait, self._iteration_turn())
+                regular = self._reads_regular_input()
+                active = [r for r in live if r.channel_id in feedback
+                          or (regular and not handler.is_blocked(r.channel_id))]
+            else:
+                active = [r for r in live if not handler.is_blocked(r.channel_id)]
             if first is not None and open_channels.get(first, 0) > 0:
                 active = [r for r in active if input_of[r.channel_id] == first]
             if debloater is not None:  # (debloating measures busy time)
@@ -578,10 +615,24 @@ class StreamTask:
                     for r in live:
                         r.announce_batch_size(size)
             t0 = monotonic_ms()
-            ready = gate.wait(active, wait) if active else []
+            if in_loop and active:
+                # in a cycle a record waiting for the buffer timeout waits at every hop of
+                # every round: out with what is pending before the task goes idle
+                ready = gate.wait(active, 0.0)
+                if not ready:
+                    for rw in self.record_writers.values():
+                        if rw.pending_since_ms is not None:
+                            rw.flush()
+                    ready = gate.wait(active, wait)
+            else:
+                ready = gate.wait(active, wait) if active else []
             self.idle_ms += monotonic_ms() - t0
             for reader in ready:
                 cid = reader.channel_id
+                if cid in feedback:
+                    if self._read_feedback(reader):
+                        live.remove(reader)
+                    continue
                 idx = input_of[cid]
                 for i in range(self.FRAMES_PER_TURN):
                     # a mailbox action (a query, a trigger) waits at most one frame per
@@ -625,13 +676,37 @@ class StreamTask:
                                 self._stop_mode != STOP_NO_DRAIN:
                             head.end_input(idx)
                         self._apply(handler.on_end_of_partition(cid))
+                        if self._probe_aligner is not None:
+                            self._forward_probes(self._probe_aligner.on_channel_ended(cid))
                         break
                     elif t is CheckpointBarrier:
                         self._apply(handler.on_barrier(cid, frame))
                     elif t is CancelCheckpointMarker:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
+                    elif t is IterationProbe and self._probe_aligner is not None:
+                        self._forward_probes(self._probe_aligner.on_probe(cid, frame))
                     else:
                         raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
+
+    # -- iterations (an iteration head overrides these: IterationHeadTask) --------------
+    def _iteration_turn(self) -> float:
+        """An iteration head's own work in a turn; seconds it may wait for input."""
+        return self.MAX_WAIT_S
+
+    def _reads_regular_input(self) -> bool:
+        return True
+
+    def _read_feedback(self, reader: ChannelReader) -> bool:
+        raise RuntimeError(f"task {self.tdd.display_name} has no back edge")
+
+    def _forward_probes(self, probes: List[IterationProbe]) -> None:
+        """A body task sends a termination probe round on along the loop, after the
+        records before it."""
+        if self._input_ended:
+            return
+        for probe in probes:
+            for eid in self._loop_outputs:
+                self.record_writers[eid].broadcast_event(probe)
 
     def _make_debloater(self) -> Optional[BufferDebloater]:
         """This task's input-side debloater (None when debloating is off or every input
@@ -680,9 +755,17 @@ class StreamTask:
         if not self._input_ended:
             for rw in self.record_writers.values():
                 rw.broadcast_event(barrier)
+        self._snapshot(barrier, alignment_ms)
+
+    def _snapshot(self, barrier: CheckpointBarrier, alignment_ms: float,
+                  input_ended: Optional[bool] = None) -> None:
+        """The checkpoint's synchronous part at this task, after the barrier went on;
+        ``input_ended``: whether the input had ended when the barrier passed (default:
+        now)."""
         if self.keyed_backend is not None:
             self.keyed_backend.queryable.on_checkpoint(barrier.checkpoint_id)
-        self.checkpointer.checkpoint(barrier, alignment_ms, self._input_ended,
+        ended = self._input_ended if input_ended is None else input_ended
+        self.checkpointer.checkpoint(barrier, alignment_ms, ended,
                                      drained=self._stop_mode != STOP_NO_DRAIN)
         # a stopping task ends with the savepoint of the stop, no other checkpoint
         final = barrier.is_savepoint if self._stop_mode != END_OF_INPUT else True
