@@ -30,6 +30,7 @@ FEEDBACK_TAG = "feedback"
 
 class IterationHeadOperator(OneInputOperator):
     default_name = "Iteration"
+    is_iteration_head = True
 
     def __init__(self, max_wait_time_ms: Optional[int] = None, connected: bool = False,
                  name: Optional[str] = None) -> None:

@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Optional
 
 from flowray.runtime.graph.execution_graph import SubtaskId
 
-__all__ = ["TaskState", "TaskFailure", "TaskResult", "JobStatus", "JobOutcome"]
+__all__ = ["TaskState", "TaskFailure", "TaskResult", "JobStatus", "JobOutcome",
+           "LoopCounters"]
 
 
 class TaskState(enum.Enum):
@@ -100,3 +101,16 @@ class JobOutcome:
     checkpoints: int = 0
     checkpoint_stats: Dict[str, Any] = field(default_factory=dict)
     job_master_restarts: int = 0
+
+
+@dataclass(frozen=True)
+class LoopCounters:
+    """One task of an iteration's loop, read between two records on its thread
+    (termination detection: runtime/jobmaster/loop_termination.py)."""
+
+    #: records written into the loop's channels so far
+    sent: int
+    #: records read from the loop's channels so far
+    received: int
+    #: a head: its regular input ended and its queue is empty (a body task: always)
+    idle: bool

@@ -41,7 +41,7 @@ def is_batch(conf: Configuration, job_graph: JobGraph) -> bool:
     """BATCH, or AUTOMATIC with only bounded sources and no iteration (a cycle runs in
     STREAMING mode: BATCH stages cannot feed back into an earlier one, as in Flink)."""
     mode = conf.get(RUNTIME_MODE)
-    has_loop = any(e.is_feedback for e in job_graph.edges.values())
+    has_loop = any(v.iteration_head for v in job_graph.vertices.values())
     if mode == "BATCH" and has_loop:
         raise GraphError("iterate() needs STREAMING execution mode: a cycle cannot run as "
                          "BATCH stages (set execution.runtime-mode to STREAMING)")

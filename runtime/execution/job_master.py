@@ -541,6 +541,18 @@ class JobMaster(TaskDeployer):
         if actor is not None:
             actor.notify_checkpoint_aborted.remote(checkpoint_id)
 
+    def request_loop_counters(self, subtasks, iteration, wave) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is not None:
+                actor.report_loop_counters.remote(iteration, wave)
+
+    def end_loop(self, subtasks) -> None:
+        for s in subtasks:
+            actor = self.actors.get(s)
+            if actor is not None:
+                actor.end_loop.remote()
+
     # -- calls from tasks (queued for the loop thread) -----------------------------------
     def acknowledge_checkpoint(self, attempt, subtask, checkpoint_id, snapshot, metrics) -> None:
         self._mark(f"ack:{checkpoint_id}", subtask)
@@ -553,6 +565,13 @@ class JobMaster(TaskDeployer):
 
     def task_ended_input(self, attempt, subtask) -> None:
         self.events.put(lambda: self.scheduler.on_ended_input(attempt, subtask))
+
+    def loop_idle(self, attempt, subtask) -> None:
+        self.events.put(lambda: self.scheduler.on_loop_idle(attempt, subtask))
+
+    def loop_counters(self, attempt, subtask, iteration, wave, counters) -> None:
+        self.events.put(lambda: self.scheduler.on_loop_counters(attempt, subtask, iteration,
+                                                                wave, counters))
 
     # -- the REST API -------------------------------------------------------------------
     def _start_rest(self, config: Configuration) -> Optional[RestServer]:

@@ -129,6 +129,13 @@ class _Responder(CheckpointResponder):
     def task_ended_input(self, subtask) -> None:
         self.events.put(lambda: self.scheduler().on_ended_input(self.attempt, subtask))
 
+    def loop_idle(self, subtask) -> None:
+        self.events.put(lambda: self.scheduler().on_loop_idle(self.attempt, subtask))
+
+    def loop_counters(self, subtask, iteration, wave, counters) -> None:
+        self.events.put(lambda: self.scheduler().on_loop_counters(
+            self.attempt, subtask, iteration, wave, counters))
+
 
 class _LocalJob(TaskDeployer, JobHandle):
     """Deployer for the scheduler and handle for the client, driven by one thread."""
@@ -216,6 +223,18 @@ class _LocalJob(TaskDeployer, JobHandle):
         t = self._task(subtask)
         if t is not None:
             t.notify_checkpoint_aborted(checkpoint_id)
+
+    def request_loop_counters(self, subtasks, iteration, wave) -> None:
+        for s in subtasks:
+            t = self._task(s)
+            if t is not None:
+                t.report_loop_counters(iteration, wave)
+
+    def end_loop(self, subtasks) -> None:
+        for s in subtasks:
+            t = self._task(s)
+            if t is not None:
+                t.end_loop()
 
     # -- JobHandle ---------------------------------------------------------------------
     def status(self) -> JobStatus:

@@ -149,6 +149,13 @@ class _RayResponder(CheckpointResponder):
     def task_ended_input(self, subtask) -> None:
         self._sent(self.master.task_ended_input.remote(self.attempt, subtask))
 
+    def loop_idle(self, subtask) -> None:
+        self._sent(self.master.loop_idle.remote(self.attempt, subtask))
+
+    def loop_counters(self, subtask, iteration, wave, counters) -> None:
+        self._sent(self.master.loop_counters.remote(self.attempt, subtask, iteration, wave,
+                                                    counters))
+
     def flush(self, timeout_s: float = 30.0) -> None:
         with self._lock:
             refs, self._refs = self._refs, []
@@ -338,6 +345,12 @@ class TaskActor:
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         self._to_task(lambda t: t.notify_checkpoint_aborted(checkpoint_id))
+
+    def report_loop_counters(self, iteration: str, wave: int) -> None:
+        self._to_task(lambda t: t.report_loop_counters(iteration, wave))
+
+    def end_loop(self) -> None:
+        self._to_task(lambda t: t.end_loop())
 
     def cancel(self) -> None:
         self._cancelled = True

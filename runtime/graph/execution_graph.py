@@ -90,6 +90,8 @@ class TaskDeploymentDescriptor:
     channel_secret: bytes = field(default=b"", repr=False)
     #: Ray actor options for this subtask's actor (num_cpus, memory, num_gpus, resources)
     resources: Dict[str, Any] = field(default_factory=dict)
+    #: the head of an iteration (its task keeps the loop's feedback queue)
+    iteration_head: bool = False
 
     @property
     def restore_checkpoint_id(self) -> Optional[int]:
@@ -176,7 +178,8 @@ class ExecutionGraph:
             self.job_graph.job_name, job_id, subtask, v.name, v.parallelism,
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
-            dict(driver_endpoints or {}), restore, resources=dict(v.resources))
+            dict(driver_endpoints or {}), restore, resources=dict(v.resources),
+            iteration_head=v.iteration_head)
 
     def upstream(self) -> Dict[SubtaskId, set]:
         """Every subtask -> the subtasks it reads from (empty for sources); a back edge

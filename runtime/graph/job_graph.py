@@ -73,6 +73,9 @@ class TaskPlan:
     #: side outputs: node -> [(tag, chained node)] and node -> [(tag, job edge id)]
     side_chained: Dict[int, List[Tuple[str, int]]] = field(default_factory=dict)
     side_network_outputs: Dict[int, List[Tuple[str, str]]] = field(default_factory=dict)
+    #: a loop's feedback produced in its head's own chain: node -> the outputs (a side
+    #: output's tag, None: the main one) that go straight to the head's queue
+    local_feedback: Dict[int, List[Optional[str]]] = field(default_factory=dict)
 
     def chain_order(self) -> List[int]:
         """The chain's nodes, head first, every node after the ones feeding it."""
@@ -99,6 +102,8 @@ class JobVertex:
     num_inputs: int = 1
     #: Ray actor options of each subtask's actor (the slot sharing group's resources)
     resources: Dict[str, Any] = field(default_factory=dict)
+    #: the head of an iteration: its task keeps the loop's feedback queue
+    iteration_head: bool = False
 
 
 @dataclass
@@ -179,12 +184,19 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             is_source=head.is_source,
             num_inputs=head.operator.num_inputs,
             resources=dict(head.resources),
+            iteration_head=bool(getattr(head.operator, "is_iteration_head", False)),
         )
 
     edges: Dict[str, JobEdge] = {}
     for node in graph.topological_order():
         for e in node.out_edges:
             if chained_from[e.target_id] == chained_from[e.source_id] and is_chainable(e, graph):
+                continue
+            if e.is_feedback and chained_from[e.source_id] == e.target_id:
+                # the loop is closed inside the head's own chain: no channel at all
+                owner = vertices[vertex_of_head[e.target_id]]
+                owner.plan.local_feedback.setdefault(e.source_id, []).append(
+                    e.side_output_tag)
                 continue
             src = vertices[vertex_of_head[chained_from[e.source_id]]]
             dst = vertices[vertex_of_head[e.target_id]]

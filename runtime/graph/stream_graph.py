@@ -191,11 +191,41 @@ def build_stream_graph(
                 target.in_edges.append(edge)
         if n_inputs >= 1 and not target.in_edges:
             raise GraphError(f"operator {t.name!r} has no input")
-    for tid in sorted(physical):
-        t = physical[tid]
-        if isinstance(t, IterationHeadTransformation):
-            _add_feedback_edges(t, nodes)
+    heads = [physical[tid] for tid in sorted(physical)
+             if isinstance(physical[tid], IterationHeadTransformation)]
+    for t in heads:
+        _add_feedback_edges(t, nodes)
+    _check_not_nested([nodes[t.id] for t in heads], nodes)
     return StreamGraph(job_name, nodes, generated)
+
+
+def _loop_body(head: StreamNode, nodes: Dict[int, StreamNode]) -> set:
+    """The nodes on a path from ``head`` to one of its back edges (``head`` included)."""
+    after, todo = set(), [head.id]
+    while todo:
+        for e in nodes[todo.pop()].out_edges:
+            if not e.is_feedback and e.target_id not in after:
+                after.add(e.target_id)
+                todo.append(e.target_id)
+    todo = [e.source_id for e in head.in_edges if e.is_feedback]
+    before = set(todo)
+    while todo:
+        for e in nodes[todo.pop()].in_edges:
+            if not e.is_feedback and e.source_id not in before:
+                before.add(e.source_id)
+                todo.append(e.source_id)
+    return (after & before) | {head.id}
+
+
+def _check_not_nested(heads: List[StreamNode], nodes: Dict[int, StreamNode]) -> None:
+    owner: Dict[int, StreamNode] = {}
+    for head in heads:
+        for n in _loop_body(head, nodes):
+            if n in owner:
+                raise GraphError(
+                    f"{nodes[n].name!r} is inside two iterations ({owner[n].name!r} and "
+                    f"{head.name!r}): nested iterations are not supported")
+            owner[n] = head
 
 
 def _add_feedback_edges(head_t: IterationHeadTransformation,
@@ -216,6 +246,10 @@ def _add_feedback_edges(head_t: IterationHeadTransformation,
                     "input's parallelism unless set)")
             edge = StreamEdge(source.id, head.id, _edge_partitioner(source, head, partitioner),
                               0, tag, is_feedback=True)
+            if not isinstance(edge.partitioner, ForwardPartitioner):
+                # a feedback spread over the head's subtasks goes through channels; the
+                # body is then not chained to the head, so no task feeds itself a channel
+                head.chaining = ChainingStrategy.NEVER
             source.out_edges.append(edge)
             head.in_edges.append(edge)
 

@@ -121,7 +121,9 @@ class IterationHeadTransformation(OperatorTransformation):
 
     def __init__(self, operator: StreamOperator, input: Transformation) -> None:
         super().__init__(operator, [input])
-        self.chaining = ChainingStrategy.NEVER   # alone in its task: head and tail
+        # nothing chains into a head; its loop's body may chain after it (a feedback that
+        # is not forward keeps it alone: see build_stream_graph)
+        self.chaining = ChainingStrategy.HEAD
         self.feedback: List[Transformation] = []
 
     def reaches_from(self, t: Transformation) -> bool:

@@ -28,6 +28,16 @@ class TaskDeployer(CheckpointGateway):
     def kill(self, subtasks: Iterable[SubtaskId]) -> None:
         """Stop tasks that did not answer a cancel in time; no result will come."""
 
+    def request_loop_counters(self, subtasks: Iterable[SubtaskId], iteration: str,
+                              wave: int) -> None:
+        """A termination wave of ``iteration``: each task answers with its loop counters
+        (``JobScheduler.on_loop_counters``). Default: not supported."""
+        raise NotImplementedError(f"{type(self).__name__} runs no iterations")
+
+    def end_loop(self, subtasks: Iterable[SubtaskId]) -> None:
+        """The loop of these iteration heads is empty: they end their output."""
+        raise NotImplementedError(f"{type(self).__name__} runs no iterations")
+
     def stop_sources(self, subtasks: Iterable[SubtaskId], stop_mode: int) -> None:
         """Stop-with-savepoint: the source tasks stop reading and end their output with
         ``stop_mode``. Default: not supported."""

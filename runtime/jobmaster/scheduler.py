@@ -71,6 +71,11 @@ from flowray.runtime.jobmaster.master_restarts import (
     restore_restart_state,
     save_restart_state,
 )
+from flowray.runtime.jobmaster.loop_termination import (
+    LoopTerminationDetector,
+    WaveResult,
+    loop_detectors,
+)
 from flowray.runtime.jobmaster.partition_tracker import PartitionTracker
 from flowray.runtime.jobmaster.restore_failures import RestoreAction, RestoreFailurePolicy
 from flowray.runtime.jobmaster.restart_strategy import (
@@ -81,6 +86,7 @@ from flowray.runtime.jobmaster.topology import SubtaskTopology, result_partition
 from flowray.runtime.messages import (
     JobOutcome,
     JobStatus,
+    LoopCounters,
     TaskFailure,
     TaskResult,
     TaskState,
@@ -127,6 +133,8 @@ class JobScheduler:
         self.restart_strategy = restart_strategy or restart_strategy_from_config(
             conf, self.settings.enabled)
         self.subtasks: List[SubtaskId] = list(execution_graph.subtasks())
+        #: iterations whose loop goes through channels: when is it empty?
+        self.loops: Dict[str, LoopTerminationDetector] = loop_detectors(execution_graph)
         self.states: Dict[SubtaskId, TaskState] = {s: TaskState.CREATED for s in self.subtasks}
         #: epoch ms each subtask's current attempt was deployed and ended (-1: not yet)
         self.subtask_times: Dict[SubtaskId, Tuple[int, int]] = {}
@@ -389,6 +397,9 @@ class JobScheduler:
                      self.attempt, latest.checkpoint_id)
             self.stats.report_restored(latest.checkpoint_id, latest.is_savepoint,
                                        latest.external_path, self.clock.now_ms())
+        for detector in self.loops.values():   # the tasks start counting again
+            if detector.tasks & set(subtasks):
+                detector.reset()
         self.deployer.deploy(self.attempt, descriptors)
         self.coordinator.tasks_running(subtasks)
 
@@ -463,6 +474,35 @@ class JobScheduler:
     def on_ended_input(self, attempt: int, subtask: SubtaskId) -> None:
         if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:
             self.coordinator.task_ended_input(subtask)
+
+    # -- loops (runtime/jobmaster/loop_termination.py) ----------------------------------
+    def on_loop_idle(self, attempt: int, subtask: SubtaskId) -> None:
+        """An iteration head is idle: a wave reads its loop's counters."""
+        if not self._current(attempt, subtask) or self.status is not JobStatus.RUNNING:
+            return
+        for detector in self.loops.values():
+            if subtask in detector.heads and not detector.terminated:
+                detector.wanted = True
+        self._start_loop_waves()
+
+    def on_loop_counters(self, attempt: int, subtask: SubtaskId, iteration: str, wave: int,
+                         counters: LoopCounters) -> None:
+        detector = self.loops.get(iteration)
+        if detector is None or not self._current(attempt, subtask) \
+                or self.status is not JobStatus.RUNNING:
+            return
+        if detector.on_counters(wave, subtask, counters) is WaveResult.TERMINATED:
+            log.info("flowray: the loop of iteration %s is empty: its heads end", iteration)
+            self.deployer.end_loop(sorted(detector.heads))
+        self._start_loop_waves()
+
+    def _start_loop_waves(self) -> None:
+        for iteration, detector in self.loops.items():
+            if (detector.wanted and not detector.in_flight and not detector.terminated
+                    and all(self.states.get(t) is TaskState.RUNNING
+                            for t in detector.tasks)):
+                wave = detector.start_wave()
+                self.deployer.request_loop_counters(sorted(detector.tasks), iteration, wave)
 
     def tick(self) -> None:
         """Time-driven duties: checkpoints, cancel deadlines, restarts."""

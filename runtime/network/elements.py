@@ -86,15 +86,4 @@ class CancelCheckpointMarker:
     checkpoint_id: int
 
 
-@dataclass(frozen=True)
-class IterationProbe:
-    """Termination detection in a cycle (docs/iterations.md): round ``round`` of the
-    iteration whose head is job vertex ``iteration``; ``dirty``: some head it passed
-    took records from its back edge during the previous round."""
-
-    iteration: str
-    round: int
-    dirty: bool
-
-
-Frame = Any  # RecordBatch | Watermark | WatermarkStatus | EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | IterationProbe
+Frame = Any  # RecordBatch | Watermark | WatermarkStatus | EndOfPartition | CheckpointBarrier | CancelCheckpointMarker

@@ -36,7 +36,6 @@ from flowray.runtime.network.elements import (
     CheckpointBarrier,
     EndOfPartition,
     Frame,
-    IterationProbe,
     RecordBatch,
     Watermark,
     WatermarkStatus,
@@ -69,7 +68,6 @@ def _unpackb(body: Any) -> Any:
 _RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
 _RECORDS_TS, _RECORDS_KG_TS, _IDLE, _ACTIVE = 7, 8, 9, 10
 _ARROW = 11  # a batch of pyarrow.RecordBatch elements, as Arrow IPC (arrow_codec)
-_PROBE = 12  # an iteration's termination probe (msgpack)
 
 #: a record without a timestamp, in the int64 array of a batch's timestamps
 _NO_TIMESTAMP = -(1 << 63)
@@ -149,8 +147,6 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
         )
     elif type(frame) is CancelCheckpointMarker:
         kind, body = _CANCEL, _packb(frame.checkpoint_id)
-    elif type(frame) is IterationProbe:
-        kind, body = _PROBE, _packb([frame.iteration, frame.round, frame.dirty])
     else:
         raise TypeError(f"not a channel frame: {frame!r}")
     return HEADER.pack(len(body), kind, seq) + body
@@ -199,10 +195,4 @@ def decode_frame(kind: int, body: Any) -> Frame:
                                  None if location is None else str(location))
     if kind == _CANCEL:
         return CancelCheckpointMarker(int(_unpackb(body)))
-    if kind == _PROBE:
-        try:
-            iteration, round_, dirty = _unpackb(body)
-            return IterationProbe(str(iteration), int(round_), bool(dirty))
-        except (TypeError, ValueError) as e:
-            raise ChannelError(f"malformed iteration probe: {e}") from e
     raise ChannelError(f"unknown frame kind {kind}")

@@ -1,6 +1,5 @@
-"""The pure parts of a cycle (docs/iterations.md): the iteration head's feedback queue,
-the back-edge log of the snapshot algorithm for cycles, and the termination detection of
-a loop whose inputs have ended.
+"""The pure parts of an iteration head (docs/iterations.md): the feedback queue, and the
+back-edge log of the snapshot algorithm for cycles.
 
 * :class:`FeedbackQueue` holds the records that came back over the back edge and wait to
   go round again. It is a FIFO in bounded memory: past ``threshold`` bytes, new records go
@@ -12,10 +11,6 @@ a loop whose inputs have ended.
   channel is logged until that channel brings the checkpoint's barrier back. The log,
   with the queue as it was when the checkpoint started, is the head's share of the
   snapshot, and a restore replays it before new input.
-* :class:`HeadTermination` (at the head) and :class:`ProbeAligner` (at each task of the
-  loop's body) detect that a loop is empty: rounds of probes go round it, and a head
-  ends once a round saw no record come back to it and every head upstream of it had
-  seen none in the round before.
 
 >>> q = FeedbackQueue(threshold_bytes=64)
 >>> q.push(["a", "b"]); q.push([f"r{i}" for i in range(40)])   # the second one spills
@@ -29,7 +24,6 @@ a loop whose inputs have ended.
 
 from __future__ import annotations
 
-import enum
 import os
 import pickle
 import struct
@@ -38,10 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
-from flowray.runtime.network.elements import IterationProbe
-
-__all__ = ["FeedbackQueue", "BackEdgeLog", "Batch", "HeadTermination", "RoundOutcome",
-           "ProbeAligner"]
+__all__ = ["FeedbackQueue", "BackEdgeLog", "Batch"]
 
 #: (records, timestamps or None): one batch as it travels
 Batch = Tuple[List[Any], Optional[List[Any]]]
@@ -252,128 +243,3 @@ class BackEdgeLog:
 
     def abort(self, checkpoint_id: int) -> None:
         self._pending.pop(checkpoint_id, None)
-
-
-class RoundOutcome(enum.Enum):
-    """How a probe round ended at a head."""
-
-    #: nothing came back and nothing upstream had moved in the round before: the loop
-    #: feeding this head is empty for good; the head ends its output
-    TERMINATE = "terminate"
-    #: records moved: probe again once the head is idle
-    CONTINUE = "continue"
-
-
-class HeadTermination:
-    """An iteration head's side of termination detection (docs/iterations.md).
-
-    Contract: the head calls :meth:`start_round` when it is idle (its regular inputs
-    ended, its queue empty, no round under way) and sends the probe on its loop outputs;
-    every record batch read from a back-edge channel goes through :meth:`on_records`,
-    every probe through :meth:`on_probe` and every ended back-edge channel through
-    :meth:`on_channel_ended`; the last two return the outcome when they end a round.
-
-    A probe carries ``dirty``: its head took records from its back edge in the round
-    before (the first round is dirty). Body tasks forward a round once every loop input
-    delivered it and OR the flags. A round ends clean when no record came back during it
-    and every flag was clean: every head upstream was empty and nothing moved since, so
-    nothing can reach this head any more.
-
-    >>> t = HeadTermination("v2", ["fb0"])
-    >>> t.start_round()
-    IterationProbe(iteration='v2', round=1, dirty=True)
-    >>> t.on_probe("fb0", IterationProbe("v2", 1, True))
-    <RoundOutcome.CONTINUE: 'continue'>
-    >>> t.start_round().dirty, t.on_probe("fb0", IterationProbe("v2", 2, False))
-    (False, <RoundOutcome.TERMINATE: 'terminate'>)
-    """
-
-    def __init__(self, iteration: str, channels: Iterable[str]) -> None:
-        self.iteration = iteration
-        self._open: Set[str] = set(channels)
-        self.round = 0
-        self.in_round = False
-        self._returned: Set[str] = set()
-        self._flags = False
-        #: records came back since the last round ended
-        self._received = False
-        #: the previous round saw records (the first round counts as dirty)
-        self._dirty_before = True
-
-    def start_round(self) -> IterationProbe:
-        if self.in_round:
-            raise RuntimeError(f"round {self.round} of {self.iteration} is still under way")
-        self.round += 1
-        self.in_round = True
-        self._returned = set()
-        self._flags = False
-        return IterationProbe(self.iteration, self.round, self._dirty_before)
-
-    def on_records(self) -> None:
-        self._received = True
-
-    def on_probe(self, channel: str, probe: IterationProbe) -> Optional[RoundOutcome]:
-        if not self.in_round or probe.round != self.round:
-            raise RuntimeError(f"iteration {self.iteration}: probe round {probe.round} came "
-                               f"back on {channel} during round {self.round}"
-                               f"{'' if self.in_round else ' (none under way)'}")
-        self._returned.add(channel)
-        self._flags = self._flags or probe.dirty
-        return self._maybe_end()
-
-    def on_channel_ended(self, channel: str) -> Optional[RoundOutcome]:
-        self._open.discard(channel)
-        return self._maybe_end() if self.in_round else None
-
-    def _maybe_end(self) -> Optional[RoundOutcome]:
-        if not self._open <= self._returned:
-            return None
-        self.in_round = False
-        clean = not self._received and not self._flags
-        self._dirty_before = self._received
-        self._received = False
-        return RoundOutcome.TERMINATE if clean else RoundOutcome.CONTINUE
-
-
-class ProbeAligner:
-    """A body task's side of termination detection: round ``r`` is forwarded (flags
-    ORed) once every open loop input has delivered it and every input from outside the
-    loop has ended (records from outside could still feed the loop).
-
-    >>> a = ProbeAligner(["h0", "h1"], outside=["src"])
-    >>> a.on_probe("h0", IterationProbe("v2", 1, False))
-    []
-    >>> a.on_probe("h1", IterationProbe("v2", 1, True))   # "src" is still open
-    []
-    >>> a.on_channel_ended("src")
-    [IterationProbe(iteration='v2', round=1, dirty=True)]
-    """
-
-    def __init__(self, loop_channels: Iterable[str], outside: Iterable[str] = ()) -> None:
-        self._loop: Set[str] = set(loop_channels)
-        self._outside: Set[str] = set(outside)
-        #: round -> (channels that delivered it, ORed flags, iteration)
-        self._rounds: Dict[int, Tuple[Set[str], bool, str]] = {}
-
-    def on_probe(self, channel: str, probe: IterationProbe) -> List[IterationProbe]:
-        delivered, dirty, _ = self._rounds.get(probe.round, (set(), False, probe.iteration))
-        delivered.add(channel)
-        self._rounds[probe.round] = (delivered, dirty or probe.dirty, probe.iteration)
-        return self._ready()
-
-    def on_channel_ended(self, channel: str) -> List[IterationProbe]:
-        self._loop.discard(channel)
-        self._outside.discard(channel)
-        return self._ready()
-
-    def _ready(self) -> List[IterationProbe]:
-        out: List[IterationProbe] = []
-        if self._outside:
-            return out
-        for r in sorted(self._rounds):
-            delivered, dirty, iteration = self._rounds[r]
-            if not self._loop <= delivered:
-                break
-            del self._rounds[r]
-            out.append(IterationProbe(iteration, r, dirty))
-        return out

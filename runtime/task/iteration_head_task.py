@@ -11,10 +11,11 @@ body. It never blocks while the loop is full:
 
 Checkpoints follow the snapshot algorithm for cycles: the barrier goes on at once, the
 queue as it was is kept, and records arriving on a back edge are logged until the barrier
-comes back on it; queue and log are then the head operator's state. Termination: once the
-regular input has ended and the queue is empty, probe rounds go round the loop
-(:class:`~flowray.runtime.task.iteration.HeadTermination`), or, with ``max_wait_time_ms``,
-the head ends after its back edge was idle that long.
+comes back on it; queue and log are then the head operator's state. Termination: a loop
+closed inside the head's own chain ends when the head is idle (its regular input ended,
+its queue empty); a loop through channels ends when the job master finds it empty
+(:mod:`~flowray.runtime.jobmaster.loop_termination`), which the head asks for when it is
+idle; with ``max_wait_time_ms``, the head ends after its back edge was idle that long.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.common.configuration import Configuration
 from flowray.common.options import ITERATION_SPILL_THRESHOLD
+from flowray.operators.base import Output
 from flowray.operators.iteration import IterationHeadOperator
 from flowray.runtime.network.channel import ChannelReader, ChannelWriter
 from flowray.runtime.network.elements import (
@@ -33,16 +35,9 @@ from flowray.runtime.network.elements import (
     CheckpointBarrier,
     EndOfPartition,
     Frame,
-    IterationProbe,
     RecordBatch,
 )
-from flowray.runtime.task.iteration import (
-    BackEdgeLog,
-    Batch,
-    FeedbackQueue,
-    HeadTermination,
-    RoundOutcome,
-)
+from flowray.runtime.task.iteration import BackEdgeLog, Batch, FeedbackQueue
 from flowray.runtime.task.stream_task import StreamTask
 
 __all__ = ["IterationHeadTask", "is_iteration_head", "create_stream_task"]
@@ -56,7 +51,7 @@ CREDIT_POLL_S = 0.002
 
 
 def is_iteration_head(tdd: Any) -> bool:
-    return any(i.feedback for i in tdd.inputs)
+    return getattr(tdd, "iteration_head", False) or any(i.feedback for i in tdd.inputs)
 
 
 def create_stream_task(tdd: Any, env: Any) -> StreamTask:
@@ -116,6 +111,24 @@ class _FeedbackDrainingWriter(ChannelWriter):
         self._inner.close()
 
 
+class _LocalFeedbackOutput(Output):
+    """The output of a feedback producer chained into its head's task: records go to the
+    head's queue (no channel); watermarks that went round are the head's own."""
+
+    def __init__(self, push: Any) -> None:
+        self.push = push
+
+    def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
+        if records:
+            self.push(records, timestamps)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        pass
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        pass
+
+
 class IterationHeadTask(StreamTask):
     """A :class:`StreamTask` whose head operator is an :class:`IterationHeadOperator`."""
 
@@ -125,15 +138,15 @@ class IterationHeadTask(StreamTask):
         self._queue = FeedbackQueue(conf.get(ITERATION_SPILL_THRESHOLD))
         feedback = sorted(self._feedback_ids)
         self._log = BackEdgeLog(feedback)
-        self._termination = HeadTermination(tdd.subtask.vertex_id, feedback)
         self._feedback_live = set(feedback)
         self._regular_ids = frozenset(i.channel_id for i in tdd.inputs if not i.feedback)
         #: checkpoint id -> (barrier, alignment ms, the queue as the barrier passed)
         self._pending: Dict[int, Tuple[CheckpointBarrier, float, List[Batch]]] = {}
         #: checkpoints whose barrier came back on every back edge: (id, log)
         self._returned: List[Tuple[int, List[Batch]]] = []
-        self._outcome: Optional[RoundOutcome] = None
-        self._terminated_by_probe = False
+        #: the job master was told this head is idle (and it has not moved since)
+        self._said_idle = False
+        self._found_empty = False
         self._dropped = 0
         self._feedback_records = 0
         self._last_feedback_ms = self.clock.monotonic_ms()
@@ -154,6 +167,17 @@ class IterationHeadTask(StreamTask):
             self._queue.push(records, timestamps)
         head.restored = []
 
+    def _local_feedback_output(self) -> Any:
+        return _LocalFeedbackOutput(self._on_local_feedback)
+
+    def _on_local_feedback(self, records: List[Any], timestamps: Optional[List[Any]]) -> None:
+        """Feedback from an operator chained in this task: straight into the queue."""
+        if self._input_ended:
+            raise RuntimeError(f"iteration head {self.tdd.display_name}: records came back "
+                               "after the loop ended")
+        self._feedback_records += len(records)
+        self._queue.push(records, timestamps)
+
     # -- the back edge -------------------------------------------------------------------
     def feedback_open(self) -> bool:
         return bool(self._feedback_live)
@@ -166,6 +190,9 @@ class IterationHeadTask(StreamTask):
         for reader in self.gate.wait(readers, timeout_s) if readers else []:
             if self._read_feedback(reader):
                 self._feedback_live.discard(reader.channel_id)
+                live = getattr(self, "_active", None)   # the input loop's live readers
+                if live is not None and reader in live:
+                    live.remove(reader)
 
     def _read_feedback(self, reader: ChannelReader) -> bool:
         """Take the frames waiting on one back-edge channel; True when it ended."""
@@ -186,35 +213,31 @@ class IterationHeadTask(StreamTask):
             elif t is CancelCheckpointMarker:
                 self._log.abort(frame.checkpoint_id)
                 self._pending.pop(frame.checkpoint_id, None)
-            elif t is IterationProbe:
-                self._outcome = self._termination.on_probe(cid, frame) or self._outcome
             elif t is EndOfPartition:
                 self._feedback_live.discard(cid)
                 self._returned.extend(self._log.on_channel_ended(cid))
-                self._outcome = self._termination.on_channel_ended(cid) or self._outcome
                 return True
             # watermarks that went round the loop are the head's own: not used again
 
     def _on_feedback_records(self, cid: str, records: List[Any],
                              timestamps: Optional[List[Any]]) -> None:
         self._log.on_records(cid, records, timestamps)
+        self._loop_received += len(records)
         if self._input_ended:
-            if self._terminated_by_probe:
+            if self._found_empty:
                 raise RuntimeError(
                     f"iteration head {self.tdd.display_name}: {len(records)} records came "
-                    "back after the loop was found empty (a record made in the loop after "
-                    "the probe passed: a processing-time timer or async I/O inside it?)")
+                    "back after the loop was found empty (made in the loop without a record "
+                    "coming in: a processing-time timer or async I/O inside it?)")
             if not self._dropped and self._stop_mode != STOP_NO_DRAIN:
                 log.warning("flowray: iteration head %s ended after max_wait_time_ms; "
                             "records still coming back are dropped", self.tdd.display_name)
             self._dropped += len(records)
             return
-        if self._outcome is RoundOutcome.TERMINATE:   # not to be trusted any more
-            self._outcome = None
         self.records_in += len(records)
         self._feedback_records += len(records)
         self._queue.push(records, timestamps)
-        self._termination.on_records()
+        self._said_idle = False
         self._last_feedback_ms = self.clock.monotonic_ms()
 
     # -- the loop's turn -----------------------------------------------------------------
@@ -253,15 +276,30 @@ class IterationHeadTask(StreamTask):
                 self._end_output()
                 return self.MAX_WAIT_S
             return min(self.MAX_WAIT_S, (max_wait - idle_ms) / 1000.0)
-        outcome, self._outcome = self._outcome, None
-        if outcome is RoundOutcome.TERMINATE or not self._feedback_live:
-            self._terminated_by_probe = True
+        if not self._feedback_live:   # the whole loop is in this task (or it ended)
+            self._found_empty = True
             self._end_output()
-        elif not self._termination.in_round:
-            probe = self._termination.start_round()
-            for eid in self._loop_outputs:
-                self.record_writers[eid].broadcast_event(probe)
+        elif not self._said_idle:
+            self._said_idle = True
+            self.env.responder.loop_idle(self.tdd.subtask)
         return self.MAX_WAIT_S
+
+    def _loop_idle(self) -> bool:
+        if self._input_ended:
+            return True
+        if getattr(self, "_active", None) is None:   # not reading yet
+            return False
+        return (not len(self._queue)
+                and not any(r.channel_id in self._regular_ids for r in self._active))
+
+    def _end_loop(self) -> None:
+        if self._input_ended:
+            return
+        if not self._loop_idle():
+            raise RuntimeError(f"iteration head {self.tdd.display_name} was told its loop is "
+                               "empty while it holds records (a bug in termination detection)")
+        self._found_empty = True
+        self._end_output()
 
     def _end_output(self) -> None:
         self._queue.discard()
@@ -277,7 +315,11 @@ class IterationHeadTask(StreamTask):
         self.last_start_delay_ms = max(0.0, float(self.clock.now_ms() - barrier.timestamp))
         as_it_was = self._queue.batches()
         if self._input_ended or not self._feedback_live:
-            # no barrier goes round: the queue is the whole share of the head
+            # no barrier goes round (the loop is all in this task, or over): the queue is
+            # the whole share of the head
+            if not self._input_ended:
+                for rw in self.record_writers.values():
+                    rw.broadcast_event(barrier)
             self._head_op.snapshot_batches = as_it_was
             self._snapshot(barrier, alignment_ms)
             return
@@ -305,7 +347,6 @@ class IterationHeadTask(StreamTask):
         out = super().metrics()
         out["iteration"] = {"feedback_records": self._feedback_records,
                             "spilled_batches": self._queue.spilled_batches,
-                            "probe_rounds": self._termination.round,
                             "dropped_records": self._dropped}
         return out
 

@@ -20,7 +20,7 @@ from flowray.runtime.checkpoint.state_assignment import TaskRestore
 from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
 from flowray.runtime.graph.execution_graph import TaskDeploymentDescriptor
 from flowray.runtime.graph.job_graph import TaskPlan
-from flowray.runtime.messages import TaskFailure, TaskResult, TaskState
+from flowray.runtime.messages import LoopCounters, TaskFailure, TaskResult, TaskState
 from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     MixedInputGate,
@@ -33,7 +33,6 @@ from flowray.runtime.network.elements import (
     STOP_NO_DRAIN,
     CheckpointBarrier,
     EndOfPartition,
-    IterationProbe,
     RecordBatch,
     Watermark,
     WatermarkStatus,
@@ -47,7 +46,6 @@ from flowray.runtime.task.barrier_handler import (
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
 from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
-from flowray.runtime.task.iteration import ProbeAligner
 from flowray.runtime.task.operator_chain import wire_operator_chain
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
@@ -143,12 +141,17 @@ class StreamTask:
         self.readers: Dict[str, ChannelReader] = {}
         self.gate: Optional[InputGate] = None
         self._driver_channels: List[DriverChannel] = []
-        #: inside an iteration's body: forwards termination probes (docs/iterations.md)
-        self._probe_aligner: Optional[ProbeAligner] = None
-        self._loop_outputs: List[str] = []
+        #: a task of an iteration's loop counts the records it reads from the loop's
+        #: channels and writes into them (termination detection, docs/iterations.md)
+        self._loop_inputs: frozenset = frozenset(i.channel_id for i in tdd.inputs
+                                                 if i.loop and not i.feedback)
+        self._loop_outputs: List[str] = [o.edge_id for o in tdd.outputs if o.loop]
+        self._loop_received = 0
         #: an iteration head's back-edge channels (read by IterationHeadTask)
         self._feedback_ids: frozenset = frozenset(i.channel_id for i in tdd.inputs
                                                   if i.feedback)
+        self._iteration_head = bool(self._feedback_ids) or getattr(tdd, "iteration_head",
+                                                                   False)
         self._started = 0.0
         self._finished = 0.0
         #: clock.monotonic_ms() of the loop's latest turn; None before the loop starts
@@ -388,15 +391,11 @@ class StreamTask:
             self.barrier_handler = create_barrier_handler(
                 self.checkpointing_mode, [i.channel_id for i in tdd.inputs if not i.feedback],
                 self.clock)
-            loop_inputs = [i.channel_id for i in tdd.inputs if i.loop and not i.feedback]
-            if loop_inputs:   # a task of an iteration's body: it forwards probes
-                self._probe_aligner = ProbeAligner(
-                    loop_inputs, [i.channel_id for i in tdd.inputs if not i.loop])
-                self._loop_outputs = [o.edge_id for o in tdd.outputs if o.loop]
         self._check_cancel()
 
         self.operators, self.head = wire_operator_chain(plan, ctx, self.record_writers,
-                                                        self.clock)
+                                                        self.clock,
+                                                        self._local_feedback_output())
         if self.metrics_group is not None:
             for op in self.operators:
                 group = self.metrics_group.operator_group(op.name)
@@ -578,7 +577,9 @@ class StreamTask:
             if not i.feedback:
                 channels_of_input.setdefault(i.input_index, []).append(i.channel_id)
         feedback = self._feedback_ids
-        in_loop = bool(feedback) or self._probe_aligner is not None
+        head_of_loop = self._iteration_head
+        loop_inputs = self._loop_inputs
+        in_loop = head_of_loop or bool(loop_inputs)
         valves = {idx: WatermarkValve(chs) for idx, chs in channels_of_input.items()}
         open_channels = {idx: len(chs) for idx, chs in channels_of_input.items()}
         process = {0: head.process_batch, 1: head.process_batch2}
@@ -596,10 +597,12 @@ class StreamTask:
         debloater = self._make_debloater()
         monotonic_ms = self.clock.monotonic_ms
 
-        while live:
+        # (an iteration head goes on while its loop holds records, even with no channel
+        # left: a loop closed inside its own chain has none)
+        while live or (head_of_loop and not self._input_ended):
             self._check_cancel()
             wait = self._housekeeping()
-            if feedback:   # an iteration head: its queue, its probes, its end
+            if head_of_loop:   # an iteration head: its queue, its probes, its end
                 wait = min(wait, self._iteration_turn())
                 regular = self._reads_regular_input()
                 active = [r for r in live if r.channel_id in feedback
@@ -647,6 +650,8 @@ class StreamTask:
                         if skip_records:
                             continue
                         self.records_in += len(frame.records)
+                        if in_loop and cid in loop_inputs:
+                            self._loop_received += len(frame.records)
                         process[idx](frame.records, frame.key_groups, frame.timestamps)
                     elif t is Watermark:
                         wm = valves[idx].on_watermark(cid, frame.timestamp)
@@ -676,19 +681,19 @@ class StreamTask:
                                 self._stop_mode != STOP_NO_DRAIN:
                             head.end_input(idx)
                         self._apply(handler.on_end_of_partition(cid))
-                        if self._probe_aligner is not None:
-                            self._forward_probes(self._probe_aligner.on_channel_ended(cid))
                         break
                     elif t is CheckpointBarrier:
                         self._apply(handler.on_barrier(cid, frame))
                     elif t is CancelCheckpointMarker:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
-                    elif t is IterationProbe and self._probe_aligner is not None:
-                        self._forward_probes(self._probe_aligner.on_probe(cid, frame))
                     else:
                         raise RuntimeError(f"unexpected frame {frame!r} on {cid}")
 
     # -- iterations (an iteration head overrides these: IterationHeadTask) --------------
+    def _local_feedback_output(self) -> Any:
+        """Where a loop's feedback produced in this task's chain goes (None: no loop)."""
+        return None
+
     def _iteration_turn(self) -> float:
         """An iteration head's own work in a turn; seconds it may wait for input."""
         return self.MAX_WAIT_S
@@ -699,14 +704,27 @@ class StreamTask:
     def _read_feedback(self, reader: ChannelReader) -> bool:
         raise RuntimeError(f"task {self.tdd.display_name} has no back edge")
 
-    def _forward_probes(self, probes: List[IterationProbe]) -> None:
-        """A body task sends a termination probe round on along the loop, after the
-        records before it."""
-        if self._input_ended:
-            return
-        for probe in probes:
-            for eid in self._loop_outputs:
-                self.record_writers[eid].broadcast_event(probe)
+    def report_loop_counters(self, iteration: str, wave: int) -> None:
+        """The job master's termination wave (any thread): the task answers with its
+        :class:`LoopCounters`, read on its thread between two records."""
+        self.submit(lambda: self.env.responder.loop_counters(
+            self.tdd.subtask, iteration, wave, self.loop_counters()))
+
+    def loop_counters(self) -> LoopCounters:
+        """(task thread)"""
+        sent = sum(self.record_writers[eid].records_out for eid in self._loop_outputs)
+        return LoopCounters(sent, self._loop_received, self._loop_idle())
+
+    def _loop_idle(self) -> bool:
+        return True   # a body task acts only on what it reads
+
+    def end_loop(self) -> None:
+        """The job master found this task's loop empty: an iteration head ends its
+        output (any thread)."""
+        self.submit(self._end_loop)
+
+    def _end_loop(self) -> None:
+        pass
 
     def _make_debloater(self) -> Optional[BufferDebloater]:
         """This task's input-side debloater (None when debloating is off or every input

@@ -47,6 +47,14 @@ class CheckpointResponder:
         """The task's input ended and its operators finished; it waits for a checkpoint
         to complete before it finishes (its two-phase-commit sinks commit then)."""
 
+    def loop_idle(self, subtask: SubtaskId) -> None:
+        """An iteration head's regular input has ended and its queue is empty: time to
+        find out whether its loop is empty (runtime/jobmaster/loop_termination.py)."""
+
+    def loop_counters(self, subtask: SubtaskId, iteration: str, wave: int,
+                      counters: Any) -> None:
+        """The answer to a termination wave (a :class:`LoopCounters`)."""
+
 
 class SubtaskCheckpointCoordinator:
     """Snapshots the operators of one subtask and acknowledges each checkpoint."""

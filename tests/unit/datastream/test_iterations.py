@@ -32,17 +32,22 @@ def collatz_steps(n: int) -> int:
     return steps
 
 
-def collatz_job(env, numbers, **iterate_args):
+def collatz_job(env, numbers, across_channels=False, **iterate_args):
+    """Collatz steps per number; the loop is closed inside the head's chain, or (with
+    ``across_channels``) through a rebalanced feedback, so every round crosses channels."""
     it = env.from_collection(list(numbers)).map(lambda n: (n, n, 0)).iterate(**iterate_args)
     step = it.map(collatz_step)
-    it.close_with(step.filter(lambda r: r[1] != 1))
+    feedback = step.filter(lambda r: r[1] != 1)
+    it.close_with(feedback.rebalance() if across_channels else feedback)
     return step.filter(lambda r: r[1] == 1).map(lambda r: (r[0], r[2]))
 
 
+@pytest.mark.parametrize("across_channels", [False, True], ids=["chained", "channels"])
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
-def test_collatz_steps_per_number(parallelism):
+def test_collatz_steps_per_number(parallelism, across_channels):
     env = local_env(parallelism)
-    out = list(collatz_job(env, range(1, 400)).execute_and_collect("collatz"))
+    out = list(collatz_job(env, range(1, 400), across_channels)
+               .execute_and_collect("collatz"))
     # 1 is already at 1: it goes round once, as the loop does one step before the test
     expected = {n: collatz_steps(n) for n in range(2, 400)}
     got = dict(out)
@@ -111,7 +116,7 @@ def check_label_updates(out: List[Tuple[int, int]], adjacency) -> None:
     component's smallest vertex."""
     last: Dict[int, int] = {}
     for vertex, label in out:
-        assert label < last.get(vertex, vertex + 1), f"vertex {vertex}: {label} again"
+        assert label < last.get(vertex, float("inf")), f"vertex {vertex}: {label} again"
         last[vertex] = label
     assert last == components_by_union_find(adjacency)
 
@@ -144,8 +149,25 @@ def test_a_connected_iteration_takes_feedback_of_its_own_type_on_the_second_inpu
     assert sorted(out) == sorted(["x" * i for n in [3, 1, 5, 0] for i in range(n + 1)])
 
 
+def test_a_forward_feedback_closes_the_loop_inside_the_heads_task():
+    from flowray.runtime.graph.job_graph import build_job_graph
+    for across_channels in (False, True):
+        env = local_env(2)
+        collatz_job(env, range(2, 10), across_channels).print()
+        graph = build_job_graph(stream_graph_of(env))
+        head = next(v for v in graph.vertices.values() if v.iteration_head)
+        back = [e for e in graph.edges.values() if e.is_feedback]
+        if across_channels:   # the head alone; a back edge from the body's task
+            assert head.name == "Iteration" and len(back) == 1
+            assert back[0].target_vertex == head.id and back[0].loop == head.id
+        else:                 # head and body one chain: no back edge, no channel
+            assert head.name.startswith("Iteration -> Map") and not back
+            assert sum(len(t) for t in head.plan.local_feedback.values()) == 1
+
+
 # -- back-pressure --------------------------------------------------------------------
-def test_a_loop_that_outgrows_every_buffer_spills_instead_of_deadlocking():
+@pytest.mark.parametrize("across_channels", [False, True], ids=["chained", "channels"])
+def test_a_loop_that_outgrows_every_buffer_spills_instead_of_deadlocking(across_channels):
     # one credit per channel, one record per batch, a 1-byte spill threshold: each
     # record comes back twice per round for 9 rounds, far more than the channels hold,
     # so without the head taking its feedback while its output waits, the loop stops
@@ -153,7 +175,7 @@ def test_a_loop_that_outgrows_every_buffer_spills_instead_of_deadlocking():
                           "flowray.iteration.spill-threshold": "1b"})
     it = env.from_collection(list(range(8))).map(lambda n: (n, 9)).iterate()
     body = it.flat_map(lambda r: [(r[0], r[1] - 1), (r[0], r[1] - 1)] if r[1] else [])
-    it.close_with(body)
+    it.close_with(body.rebalance() if across_channels else body)
     leaves = body.filter(lambda r: r[1] == 0)
     client = env.execute_async("spill")
     result = client.get_job_execution_result()

@@ -1,7 +1,9 @@
-"""The iteration head's pure parts: the feedback queue is a FIFO in bounded memory that
-spills to disk and gives every record back in order (checked against a plain list over
-random pushes and pops), and the back-edge log keeps exactly the records between a
-checkpoint's start at the head and the barrier's return on each back-edge channel."""
+"""The pure parts of a loop: the feedback queue is a FIFO in bounded memory that spills to
+disk and gives every record back in order (checked against a plain list over random pushes
+and pops); the back-edge log keeps exactly the records between a checkpoint's start at the
+head and the barrier's return on each back-edge channel; and the job master's termination
+detection never ends a loop that still holds a record, in simulated loops of every shape
+with every order of events."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import random
 
 import pytest
 
-from flowray.runtime.network.elements import IterationProbe
-from flowray.runtime.task.iteration import (BackEdgeLog, FeedbackQueue, HeadTermination,
-                                            ProbeAligner, RoundOutcome)
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.runtime.jobmaster.loop_termination import LoopTerminationDetector, WaveResult
+from flowray.runtime.messages import LoopCounters
+from flowray.runtime.task.iteration import BackEdgeLog, FeedbackQueue
 
 
 @pytest.mark.parametrize("threshold", [1, 200, 10**9])
@@ -86,135 +89,146 @@ def test_an_ended_back_edge_channel_brings_no_barrier_any_more():
     assert not log.logging
 
 
-# -- termination detection -------------------------------------------------------------
+# -- termination detection (the job master's double collect) ------------------------------
 class _Loop:
-    """A simulated cycle: ``k`` heads, ``k`` body tasks, every head feeding every body task
-    (a keyed edge) and body task ``i`` feeding head ``i`` back; FIFO channels, frames
-    delivered in a random order. A record ``(key, ttl)`` goes round until its ttl is 0."""
+    """A simulated cycle: ``k`` heads and ``k`` body tasks, heads feeding body tasks and
+    body tasks feeding heads back (``forward``: task ``i`` to task ``i``; else to every
+    one), FIFO channels, every action in a random order, and the job master's waves
+    reading each task's counters at random moments in between. A record ``(key, ttl)``
+    goes round until its ttl is 0."""
 
-    def __init__(self, k, records, rng):
+    def __init__(self, k, records, rng, down_forward, back_forward):
         self.k, self.rng = k, rng
-        self.channels = {}   # (src, dst) -> deque of frames
+        self.down = {h: [h] if down_forward else list(range(k)) for h in range(k)}
+        self.back = {b: [b] if back_forward else list(range(k)) for b in range(k)}
+        self.channels = {}
         for h in range(k):
-            for b in range(k):
+            for b in self.down[h]:
                 self.channels[(f"h{h}", f"b{b}")] = []
-            self.channels[(f"b{h}", f"h{h}")] = []
+        for b in range(k):
+            for h in self.back[b]:
+                self.channels[(f"b{b}", f"h{h}")] = []
         self.queues = {h: [] for h in range(k)}
+        self.inputs = {h: [] for h in range(k)}   # the regular input, read one by one
         for i, r in enumerate(records):
-            self.queues[i % k].append(r)
-        self.terms = {h: HeadTermination("it", [f"b{h}->h{h}"]) for h in range(k)}
-        self.aligners = {b: ProbeAligner([f"h{h}->b{b}" for h in range(k)]) for b in range(k)}
-        self.ended_heads = set()
-        self.ended_inputs = {b: set() for b in range(k)}
-        self.outcomes = {}
+            self.inputs[i % k].append(r)
+        self.sent = {t: 0 for t in self.tasks()}
+        self.received = {t: 0 for t in self.tasks()}
         self.visits = 0
+        heads = [SubtaskId("h", h) for h in range(k)]
+        self.detector = LoopTerminationDetector("h", [self.sid(t) for t in self.tasks()],
+                                                heads)
+        self.wave = None          # (wave id, tasks not read yet)
+        self.ended = False
 
-    def send(self, src, dst, frame):
-        self.channels[(src, dst)].append(frame)
+    def tasks(self):
+        return [f"h{i}" for i in range(self.k)] + [f"b{i}" for i in range(self.k)]
+
+    @staticmethod
+    def sid(task):
+        return SubtaskId(task[0], int(task[1:]))
+
+    def idle(self, h):
+        return not self.queues[h] and not self.inputs[h]
+
+    def send(self, src, dst, record):
+        self.channels[(src, dst)].append(record)
+        self.sent[src] += 1
 
     def step(self):
-        """One random action; False when nothing can happen any more."""
         choices = [("ch", c) for c, q in self.channels.items() if q]
-        choices += [("emit", h) for h in range(self.k) if self.queues[h]]
-        choices += [("idle", h) for h in range(self.k) if not self.queues[h]
-                    and h not in self.ended_heads]
+        choices += [("emit", h) for h in range(self.k) if self.queues[h] or self.inputs[h]]
+        if not self.ended:
+            choices.append(("wave", None))
         if not choices:
             return False
         kind, what = self.rng.choice(choices)
         if kind == "emit":
-            key, ttl = self.queues[what].pop(0)
-            self.send(f"h{what}", f"b{key % self.k}", ("rec", (key, ttl)))
-        elif kind == "idle":
-            h, term = what, self.terms[what]
-            outcome = self.outcomes.pop(h, None)
-            if outcome is RoundOutcome.TERMINATE:
-                self.ended_heads.add(h)
-                for b in range(self.k):
-                    self.send(f"h{h}", f"b{b}", ("eop", None))
-            elif not term.in_round:
-                probe = term.start_round()
-                for b in range(self.k):
-                    self.send(f"h{h}", f"b{b}", ("probe", probe))
-        else:
+            source = self.queues[what] if self.queues[what] else self.inputs[what]
+            key, ttl = source.pop(0)
+            targets = self.down[what]
+            self.send(f"h{what}", f"b{targets[key % len(targets)]}", (key, ttl))
+        elif kind == "ch":
             src, dst = what
-            kind, payload = self.channels[what].pop(0)
+            record = self.channels[what].pop(0)
+            self.received[dst] += 1
             if dst.startswith("b"):
-                self._at_body(int(dst[1:]), src, kind, payload)
+                b = int(dst[1:])
+                self.visits += 1
+                key, ttl = record
+                if ttl > 0:   # around again, to the head of another key
+                    targets = self.back[b]
+                    self.send(dst, f"h{targets[(key * 7 + ttl) % len(targets)]}",
+                              (key * 7 + 3, ttl - 1))
             else:
-                self._at_head(int(dst[1:]), kind, payload)
+                assert not self.ended, "a record came back after the loop was found empty"
+                self.queues[int(dst[1:])].append(record)
+        else:
+            self._wave_step()
         return True
 
-    def _at_body(self, b, src, kind, payload):
-        cid = f"{src}->b{b}"
-        if kind == "rec":
-            self.visits += 1
-            key, ttl = payload
-            if ttl > 0:   # around again, to the head of another key
-                self.send(f"b{b}", f"h{b}", ("rec", (key * 7 + 3, ttl - 1)))
-        elif kind == "probe":
-            for p in self.aligners[b].on_probe(cid, payload):
-                self.send(f"b{b}", f"h{b}", ("probe", p))
-        else:
-            self.ended_inputs[b].add(src)
-            for p in self.aligners[b].on_channel_ended(cid):
-                self.send(f"b{b}", f"h{b}", ("probe", p))
-            if len(self.ended_inputs[b]) == self.k:
-                self.send(f"b{b}", f"h{b}", ("eop", None))
-
-    def _at_head(self, h, kind, payload):
-        term, cid = self.terms[h], f"b{h}->h{h}"
-        if kind == "rec":
-            assert h not in self.ended_heads, f"a record came back to ended head {h}"
-            term.on_records()
-            self.queues[h].append(payload)
-            if self.outcomes.get(h) is RoundOutcome.TERMINATE:
-                self.outcomes.pop(h)
-        elif kind == "probe":
-            outcome = term.on_probe(cid, payload)
-            if outcome is not None:
-                self.outcomes[h] = outcome
-        else:
-            term.on_channel_ended(cid)
+    def _wave_step(self):
+        if self.wave is None:
+            if self.detector.in_flight:
+                return
+            self.wave = (self.detector.start_wave(), self.tasks())
+            self.rng.shuffle(self.wave[1])
+            return
+        wave, todo = self.wave
+        task = todo.pop()     # one task read, between two of its actions
+        h = int(task[1:])
+        counters = LoopCounters(self.sent[task], self.received[task],
+                                self.idle(h) if task.startswith("h") else True)
+        result = self.detector.on_counters(wave, self.sid(task), counters)
+        if not todo:
+            self.wave = None
+        if result is WaveResult.TERMINATED:
+            self.ended = True
+            assert all(not q for q in self.channels.values())
+            assert all(self.idle(h) for h in range(self.k))
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_heads_end_only_when_their_loop_is_empty_whatever_the_interleaving(seed):
+@pytest.mark.parametrize("seed", range(80))
+def test_a_loop_is_found_ended_only_when_no_record_is_left_whatever_the_interleaving(seed):
     rng = random.Random(seed)
     k = rng.choice([1, 2, 3])
     records = [(i, rng.randrange(0, 12)) for i in range(rng.randrange(1, 25))]
-    loop = _Loop(k, records, rng)
-    for _ in range(200_000):
+    loop = _Loop(k, records, rng, down_forward=rng.random() < 0.5,
+                 back_forward=rng.random() < 0.5)
+    for _ in range(500_000):
         if not loop.step():
             break
     else:
         pytest.fail("the simulated loop never ended")
-    assert loop.ended_heads == set(range(k))     # every head ended ...
-    assert loop.visits == sum(ttl + 1 for _, ttl in records)   # ... after every record
-    assert all(not q for q in loop.channels.values())
+    assert loop.ended
+    assert loop.visits == sum(ttl + 1 for _, ttl in records)   # every record went round
 
 
-def test_a_round_is_dirty_while_records_come_back_and_two_clean_rounds_are_not_needed():
-    t = HeadTermination("it", ["a", "b"])
-    first = t.start_round()
-    assert first.dirty and first.round == 1
-    t.on_records()                                   # records during round 1
-    assert t.on_probe("a", IterationProbe("it", 1, False)) is None   # "b" still out
-    assert t.on_probe("b", IterationProbe("it", 1, False)) is RoundOutcome.CONTINUE
-    second = t.start_round()
-    assert second.dirty                               # round 1 saw records
-    assert t.on_probe("a", IterationProbe("it", 2, True)) is None
-    assert t.on_channel_ended("b") is RoundOutcome.CONTINUE   # a head upstream was dirty
-    third = t.start_round()
-    assert not third.dirty
-    assert t.on_probe("a", IterationProbe("it", 3, False)) is RoundOutcome.TERMINATE
-    with pytest.raises(RuntimeError, match="probe round 9 came back on a"):
-        t.on_probe("a", IterationProbe("it", 9, False))
-
-
-def test_a_body_task_forwards_a_round_once_every_loop_input_delivered_it_in_order():
-    a = ProbeAligner(["h0", "h1"], outside=["src"])
-    assert a.on_probe("h0", IterationProbe("it", 1, False)) == []
-    assert a.on_probe("h0", IterationProbe("it", 2, True)) == []    # h0 runs ahead
-    assert a.on_probe("h1", IterationProbe("it", 1, False)) == []   # src still open
-    assert a.on_channel_ended("src") == [IterationProbe("it", 1, False)]
-    assert a.on_channel_ended("h1") == [IterationProbe("it", 2, True)]   # ended: delivered
+def test_a_wave_needs_every_task_and_a_second_quiet_wave_to_end_the_loop():
+    head, body = SubtaskId("v2", 0), SubtaskId("v3", 0)
+    d = LoopTerminationDetector("v2", [head, body], [head])
+    w = d.start_wave()
+    with pytest.raises(RuntimeError, match="under way"):
+        d.start_wave()
+    assert d.on_counters(w, head, LoopCounters(3, 3, True)) is None
+    assert d.on_counters(w + 7, body, LoopCounters(3, 3, True)) is None     # another wave
+    assert d.on_counters(w, body, LoopCounters(3, 3, True)) is WaveResult.QUIET
+    assert d.wanted
+    w = d.start_wave()
+    d.on_counters(w, head, LoopCounters(4, 4, True))         # it moved meanwhile
+    assert d.on_counters(w, body, LoopCounters(4, 4, True)) is WaveResult.QUIET
+    w = d.start_wave()
+    d.on_counters(w, head, LoopCounters(4, 4, False))        # a head is busy
+    assert d.on_counters(w, body, LoopCounters(4, 4, True)) is WaveResult.BUSY
+    assert not d.wanted and not d.terminated
+    for _ in range(2):
+        w = d.start_wave()
+        d.on_counters(w, head, LoopCounters(5, 4, True))     # a record on its way
+        assert d.on_counters(w, body, LoopCounters(4, 4, True)) is WaveResult.BUSY
+    assert not d.terminated
+    for expected in (WaveResult.QUIET, WaveResult.TERMINATED):
+        w = d.start_wave()
+        d.on_counters(w, head, LoopCounters(5, 5, True))
+        assert d.on_counters(w, body, LoopCounters(5, 5, True)) is expected
+    d.reset()
+    assert not d.terminated and not d.in_flight
