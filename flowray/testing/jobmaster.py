@@ -153,6 +153,8 @@ class RecordingDeployer(TaskDeployer):
         self.triggers: List[tuple] = []   # (subtask, checkpoint id, timestamp, is_savepoint)
         self.completes: List[tuple] = []  # (subtask, checkpoint id)
         self.aborts: List[tuple] = []     # (subtask, checkpoint id, reason)
+        self.loop_waves: List[tuple] = []  # ([subtask, ...], iteration, wave)
+        self.loop_ends: List[list] = []   # [head subtask, ...] per call
 
     def deploy(self, attempt: int, descriptors: List[Any]) -> None:
         self.deploys.append((attempt, list(descriptors)))
@@ -172,6 +174,12 @@ class RecordingDeployer(TaskDeployer):
 
     def notify_aborted(self, subtask: Any, checkpoint_id: int, reason: Any) -> None:
         self.aborts.append((subtask, checkpoint_id, reason))
+
+    def request_loop_counters(self, subtasks: Any, iteration: str, wave: int) -> None:
+        self.loop_waves.append((sorted(subtasks), iteration, wave))
+
+    def end_loop(self, subtasks: Any) -> None:
+        self.loop_ends.append(sorted(subtasks))
 
     @property
     def last_descriptors(self) -> Dict[Any, Any]:

@@ -147,6 +147,7 @@ class IterationHeadTask(StreamTask):
         #: the job master was told this head is idle (and it has not moved since)
         self._said_idle = False
         self._found_empty = False
+        self._keep_after_end = False
         self._dropped = 0
         self._feedback_records = 0
         self._last_feedback_ms = self.clock.monotonic_ms()
@@ -223,6 +224,9 @@ class IterationHeadTask(StreamTask):
                              timestamps: Optional[List[Any]]) -> None:
         self._log.on_records(cid, records, timestamps)
         self._loop_received += len(records)
+        if self._input_ended and self._keep_after_end:
+            self._queue.push(records, timestamps)   # for the stop's savepoint
+            return
         if self._input_ended:
             if self._found_empty:
                 raise RuntimeError(
@@ -249,6 +253,11 @@ class IterationHeadTask(StreamTask):
         while self._returned:
             checkpoint_id, logged = self._returned.pop(0)
             self._complete_snapshot(checkpoint_id, logged)
+        if (self._stop_mode == STOP_NO_DRAIN and not self._input_ended
+                and not any(r.channel_id in self._regular_ids for r in self._active)):
+            # stopped with a savepoint, taken once every task ended its input: the body
+            # sends back what it still holds, and the queue keeps it for the savepoint
+            self._end_output(keep_queue=True)
         queue = self._queue
         if not self._input_ended:
             budget = self.batch_size * self.FRAMES_PER_TURN
@@ -266,7 +275,7 @@ class IterationHeadTask(StreamTask):
         ``max_wait_time_ms``; seconds until this should be looked at again."""
         if self._input_ended or any(r.channel_id in self._regular_ids for r in self._active):
             return self.MAX_WAIT_S
-        if self._stop_mode == STOP_NO_DRAIN or self.finished_on_restore:
+        if self.finished_on_restore:
             self._end_output()
             return self.MAX_WAIT_S
         max_wait = self._head_op.max_wait_time_ms
@@ -301,8 +310,12 @@ class IterationHeadTask(StreamTask):
         self._found_empty = True
         self._end_output()
 
-    def _end_output(self) -> None:
-        self._queue.discard()
+    def _end_output(self, keep_queue: bool = False) -> None:
+        """End-of-partition into the loop; ``keep_queue``: a stop without drain, whose
+        savepoint holds the records in the loop (they are kept as they come back)."""
+        self._keep_after_end = keep_queue
+        if not keep_queue:
+            self._queue.discard()
         StreamTask._end_input(self)
 
     def _end_input(self) -> None:
