@@ -64,14 +64,21 @@ class ResultCollector:
         """Add the outputs of one call (an iterable or ``None``), all stamped ``timestamp``."""
         if results is None:
             return
-        records, stamps = self._records, self._timestamps
-        if timestamp is not None:
+        records = self._records
+        if timestamp is None and not self._has_ts:   # no timestamps yet: none kept
+            for v in results:
+                if type(v) is tuple and len(v) == 2 and isinstance(v[0], OutputTag):
+                    self.collect_side(v[0], v[1], None)
+                else:
+                    records.append(v)
+            return
+        if not self._has_ts:   # the first timestamp: the records before it had none
             self._has_ts = True
+            self._timestamps = [None] * len(records)
+        stamps = self._timestamps
         for v in results:
             if type(v) is tuple and len(v) == 2 and isinstance(v[0], OutputTag):
-                recs, ts = self._side.setdefault(v[0].tag_id, ([], []))
-                recs.append(v[1])
-                ts.append(timestamp)
+                self.collect_side(v[0], v[1], timestamp)
             else:
                 records.append(v)
                 stamps.append(timestamp)
@@ -84,8 +91,9 @@ class ResultCollector:
     def flush(self) -> None:
         if self._records:
             records, stamps = self._records, self._timestamps
-            self._records, self._timestamps = [], []
+            self._records = []
             self.main.emit(records, stamps if self._has_ts else None)
+        self._timestamps = []
         self._has_ts = False
         if self._side:
             side, self._side = self._side, {}

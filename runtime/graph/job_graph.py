@@ -8,11 +8,11 @@ non-forward edge into a blocking exchange (BATCH mode).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from flowray.runtime.graph.transformations import ChainingStrategy, GraphError
+from flowray.runtime.graph.transformations import ChainingStrategy
 from flowray.runtime.network.partitioners import (
     ForwardPartitioner,
     StreamPartitioner,
@@ -212,44 +212,17 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
                 src.plan.side_network_outputs[e.source_id].append((e.side_output_tag, eid))
             src.plan.partitioners[eid] = e.partitioner
     job_graph = JobGraph(graph.job_name, vertices, edges)
-    mark_loops(job_graph)
+    _mark_loops(graph, job_graph,
+                {n: vertex_of_head[head] for n, head in chained_from.items()})
     return job_graph
 
 
-def mark_loops(job_graph: JobGraph) -> None:
-    """Set ``loop`` on every edge of each iteration's cycle: the edges among its head and
-    its body (the vertices on a path from the head to one of its back edges). Nested or
-    overlapping iterations are refused."""
-    vertices = job_graph.vertices
-    owner: Dict[str, str] = {}
-    for head in vertices.values():
-        back = [e for e in head.inputs if e.is_feedback]
-        if not back:
-            continue
-        after: Set[str] = set()
-        todo = [head.id]
-        while todo:
-            v = todo.pop()
-            for e in vertices[v].outputs:
-                if not e.is_feedback and e.target_vertex not in after:
-                    after.add(e.target_vertex)
-                    todo.append(e.target_vertex)
-        before: Set[str] = set()
-        todo = [e.source_vertex for e in back]
-        before.update(todo)
-        while todo:
-            v = todo.pop()
-            for e in vertices[v].inputs:
-                if not e.is_feedback and e.source_vertex not in before:
-                    before.add(e.source_vertex)
-                    todo.append(e.source_vertex)
-        body = (after & before) | {head.id}
-        for v in body:
-            if v in owner and owner[v] != head.id:
-                raise GraphError(
-                    f"{vertices[v].name!r} is inside two iterations ({vertices[owner[v]].name!r} "
-                    f"and {head.name!r}): nested iterations are not supported")
-            owner[v] = head.id
+def _mark_loops(graph: StreamGraph, job_graph: JobGraph, vertex_of_node: Dict[int, str]
+                ) -> None:
+    """Set ``loop`` on every edge of each iteration's cycle: the edges among the job
+    vertices that hold its head and its body (``StreamGraph.loops``)."""
+    for head, body in graph.loops.items():
+        vertices = {vertex_of_node[n] for n in body}
         for e in job_graph.edges.values():
-            if e.source_vertex in body and e.target_vertex in body:
-                e.loop = head.id
+            if e.source_vertex in vertices and e.target_vertex in vertices:
+                e.loop = vertex_of_node[head]

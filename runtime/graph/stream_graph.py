@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from flowray.operators.base import StreamOperator
 from flowray.operators.sources import SourceOperator
@@ -79,6 +79,8 @@ class StreamGraph:
     nodes: Dict[int, StreamNode]
     #: operator name -> the uid it was given because the program set none
     generated_uids: Dict[str, str] = field(default_factory=dict)
+    #: iteration head node -> the nodes of its loop (head and body)
+    loops: Dict[int, Set[int]] = field(default_factory=dict)
 
     def topological_order(self) -> List[StreamNode]:
         return [self.nodes[i] for i in sorted(self.nodes)]  # ids grow with program order
@@ -195,11 +197,12 @@ def build_stream_graph(
              if isinstance(physical[tid], IterationHeadTransformation)]
     for t in heads:
         _add_feedback_edges(t, nodes)
-    _check_not_nested([nodes[t.id] for t in heads], nodes)
-    return StreamGraph(job_name, nodes, generated)
+    loops = {t.id: _loop_body(nodes[t.id], nodes) for t in heads}
+    _check_not_nested(loops, nodes)
+    return StreamGraph(job_name, nodes, generated, loops)
 
 
-def _loop_body(head: StreamNode, nodes: Dict[int, StreamNode]) -> set:
+def _loop_body(head: StreamNode, nodes: Dict[int, StreamNode]) -> Set[int]:
     """The nodes on a path from ``head`` to one of its back edges (``head`` included)."""
     after, todo = set(), [head.id]
     while todo:
@@ -217,14 +220,14 @@ def _loop_body(head: StreamNode, nodes: Dict[int, StreamNode]) -> set:
     return (after & before) | {head.id}
 
 
-def _check_not_nested(heads: List[StreamNode], nodes: Dict[int, StreamNode]) -> None:
-    owner: Dict[int, StreamNode] = {}
-    for head in heads:
-        for n in _loop_body(head, nodes):
+def _check_not_nested(loops: Dict[int, Set[int]], nodes: Dict[int, StreamNode]) -> None:
+    owner: Dict[int, int] = {}
+    for head, body in loops.items():
+        for n in body:
             if n in owner:
                 raise GraphError(
-                    f"{nodes[n].name!r} is inside two iterations ({owner[n].name!r} and "
-                    f"{head.name!r}): nested iterations are not supported")
+                    f"{nodes[n].name!r} is inside two iterations ({nodes[owner[n]].name!r} "
+                    f"and {nodes[head].name!r}): nested iterations are not supported")
             owner[n] = head
 
 

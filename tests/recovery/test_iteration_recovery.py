@@ -24,12 +24,12 @@ from collections import Counter
 
 import pytest
 
-from flowray import JobStatus, KeyedProcessFunction, StreamExecutionEnvironment, \
-    ValueStateDescriptor
+from flowray import JobStatus, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
-from flowray.common.typeinfo import Types
 from flowray.testing import HOLD, PAUSE, FaultInjector, TestingSource, \
     TransactionalTestingSink, wait_until
+from tests.support.loops import (MinLabel, check_label_updates, collatz_step, collatz_steps,
+                                 random_graph)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -83,19 +83,6 @@ def _kill_in_turn(client, sink, plan, total):
 
 
 # -- Collatz -----------------------------------------------------------------------
-def collatz_step(record):
-    start, n, steps = record
-    return start, (n // 2 if n % 2 == 0 else 3 * n + 1), steps + 1
-
-
-def collatz_steps(n):
-    steps = 0
-    while n != 1:
-        n = n // 2 if n % 2 == 0 else 3 * n + 1
-        steps += 1
-    return steps
-
-
 def _numbers(count, seed):
     rng = random.Random(seed)
     return [rng.randrange(10**4, 10**6) for _ in range(count)]
@@ -133,31 +120,6 @@ def test_collatz_is_exactly_once_across_kills_of_head_body_and_job_master(ray_se
 
 
 # -- connected components ------------------------------------------------------------
-def random_graph(vertices, edges, seed):
-    rng = random.Random(seed)
-    adjacency = {v: [] for v in range(vertices)}
-    for _ in range(edges):
-        a, b = rng.randrange(vertices), rng.randrange(vertices)
-        if a != b:
-            adjacency[a].append(b)
-            adjacency[b].append(a)
-    return adjacency
-
-
-def components(adjacency):
-    label = {}
-    for v in sorted(adjacency):
-        if v in label:
-            continue
-        todo, label[v] = [v], v
-        while todo:
-            for n in adjacency[todo.pop()]:
-                if n not in label:
-                    label[n] = v
-                    todo.append(n)
-    return label
-
-
 class CheckpointStampingSink(TransactionalTestingSink):
     """Commits ``(checkpoint id, position, record)`` (``None``: the end of input), so
     the committed output can be put back in the order it was made, per subtask."""
@@ -172,23 +134,6 @@ def in_made_order(stamped):
     last = float("inf")
     return [r for _, _, r in sorted(stamped, key=lambda x: (last if x[0] is None else x[0],
                                                              x[1]))]
-
-
-class MinLabel(KeyedProcessFunction):
-    def __init__(self, adjacency):
-        self.adjacency = adjacency
-
-    def open(self, runtime_context):
-        self.label = runtime_context.get_state(ValueStateDescriptor("label", Types.INT()))
-
-    def process_element(self, value, ctx):
-        vertex, label = value
-        current = self.label.value()
-        if current is None or label < current:
-            self.label.update(label)
-            yield "out", vertex, label
-            for n in self.adjacency[vertex]:
-                yield "loop", n, label
 
 
 @pytest.mark.parametrize("backend", ["rocksdb"])
@@ -217,11 +162,7 @@ def test_connected_components_are_exactly_once_across_kills(ray_session, tmp_pat
     _kill_in_turn(client, sink, [(0.3, "Iteration"), (0.6, "min label")], len(adjacency))
     result = client.wait(240)
     assert result.outcome.status is JobStatus.FINISHED and result.outcome.restarts >= 2
-    last = {}
-    for vertex, label in in_made_order(sink.committed()):
-        assert label < last.get(vertex, float("inf")), f"vertex {vertex}: label {label} again"
-        last[vertex] = label
-    assert last == components(adjacency)
+    check_label_updates(in_made_order(sink.committed()), adjacency)
 
 
 # -- a savepoint with records in the loop, and a rescale ----------------------------

@@ -1,35 +1,21 @@
 """Cyclic dataflows on the in-process LocalExecutor (no Ray): Collatz steps, connected
-components by label propagation over a keyed feedback (against a plain-Python union-find),
+components by label propagation over a keyed feedback (against a plain-Python search),
 a connected iteration whose feedback has its own type, a loop under back-pressure that
 only finishes because its head spills, and the misuse caught when the graph is built."""
 
 from __future__ import annotations
 
-import random
-from typing import Dict, List, Tuple
-
 import pytest
 
-from flowray import GraphError, KeyedProcessFunction, ValueStateDescriptor
+from flowray import GraphError
 from flowray.common.typeinfo import Types
 from flowray.datastream import ConnectedIterativeStreams, IterativeStream
 from flowray.datastream.functions import CoMapFunction
 from tests.support.environments import local_env, stream_graph_of
+from tests.support.loops import (MinLabel, check_label_updates, collatz_step, collatz_steps,
+                                 components, random_graph)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def collatz_step(record: Tuple[int, int, int]) -> Tuple[int, int, int]:
-    start, n, steps = record
-    return start, (n // 2 if n % 2 == 0 else 3 * n + 1), steps + 1
-
-
-def collatz_steps(n: int) -> int:
-    steps = 0
-    while n != 1:
-        n = n // 2 if n % 2 == 0 else 3 * n + 1
-        steps += 1
-    return steps
 
 
 def collatz_job(env, numbers, across_channels=False, **iterate_args):
@@ -56,53 +42,6 @@ def test_collatz_steps_per_number(parallelism, across_channels):
 
 
 # -- connected components --------------------------------------------------------------
-def random_graph(vertices: int, edges: int, seed: int) -> Dict[int, List[int]]:
-    rng = random.Random(seed)
-    adjacency: Dict[int, List[int]] = {v: [] for v in range(vertices)}
-    for _ in range(edges):
-        a, b = rng.randrange(vertices), rng.randrange(vertices)
-        if a != b:
-            adjacency[a].append(b)
-            adjacency[b].append(a)
-    return adjacency
-
-
-def components_by_union_find(adjacency: Dict[int, List[int]]) -> Dict[int, int]:
-    parent = {v: v for v in adjacency}
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-    for a, ns in adjacency.items():
-        for b in ns:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    return {v: min(u for u in adjacency if find(u) == find(v)) for v in adjacency}
-
-
-class MinLabel(KeyedProcessFunction):
-    """Keeps the smallest label seen for its vertex; a smaller one is sent on to the
-    neighbours (through the loop) and out."""
-
-    def __init__(self, adjacency):
-        self.adjacency = adjacency
-
-    def open(self, runtime_context):
-        self.label = runtime_context.get_state(ValueStateDescriptor("label", Types.INT()))
-
-    def process_element(self, value, ctx):
-        vertex, label = value
-        current = self.label.value()
-        if current is None or label < current:
-            self.label.update(label)
-            yield "out", vertex, label
-            for n in self.adjacency[vertex]:
-                yield "loop", n, label
-
-
 def connected_components_job(env, adjacency):
     it = env.from_collection([(v, v) for v in adjacency]).map(tuple).iterate()
     updates = it.key_by(lambda r: r[0]).process(MinLabel(adjacency))
@@ -111,22 +50,12 @@ def connected_components_job(env, adjacency):
     return updates.filter(lambda r: r[0] == "out").map(lambda r: (r[1], r[2]))
 
 
-def check_label_updates(out: List[Tuple[int, int]], adjacency) -> None:
-    """Every vertex's labels strictly decrease (an update never repeats) and end at its
-    component's smallest vertex."""
-    last: Dict[int, int] = {}
-    for vertex, label in out:
-        assert label < last.get(vertex, float("inf")), f"vertex {vertex}: {label} again"
-        last[vertex] = label
-    assert last == components_by_union_find(adjacency)
-
-
 def test_connected_components_over_a_keyed_feedback_equal_union_find():
     adjacency = random_graph(300, 260, seed=7)
     env = local_env(2)
     out = list(connected_components_job(env, adjacency).execute_and_collect("cc"))
     check_label_updates(out, adjacency)
-    assert len(set(components_by_union_find(adjacency).values())) > 20  # many components
+    assert len(set(components(adjacency).values())) > 20  # many components
 
 
 # -- a connected iteration ---------------------------------------------------------------
