@@ -1,13 +1,14 @@
 """Iterations on a real local Ray, exactly once across faults: the committed output of a
 cyclic job is compared with what one failure-free run gives.
 
-- Collatz steps per number, with the iteration head, the loop's body (which is also the
-  tail: it sends the feedback) and the job master killed mid-loop (``ray.kill``, as a
-  crashed worker): every number's steps are committed exactly once.
-- Connected components by label propagation over a keyed feedback on RocksDB, head and
-  body killed: each vertex's committed labels strictly decrease (an update committed
-  twice would repeat one) and end at its component's smallest vertex (a lost one would
-  leave a larger label).
+- Collatz steps per number, a loop closed inside its head's task (forward feedback): that
+  task is killed twice mid-loop (``ray.kill``, as a crashed worker), then the job master;
+  every number's steps are committed exactly once.
+- Connected components by label propagation over a keyed feedback (a loop through
+  channels), on the heap and on RocksDB: the head (which is also the tail, taking the
+  feedback) and the body's task (which sends it) are killed. Each vertex's committed labels
+  strictly decrease (an update committed twice would repeat one) and end at its
+  component's smallest vertex (a lost one would leave a larger label).
 - A stop-with-savepoint while records go round, and a resume at another parallelism: the
   records in the loop are in the savepoint (the head's queue and back-edge log) and go
   round again after the rescale; the output is what one run gives.
@@ -100,7 +101,7 @@ def _collatz_job(env, items, sink):
     return source
 
 
-def test_collatz_is_exactly_once_across_kills_of_head_body_and_job_master(ray_session,
+def test_collatz_is_exactly_once_across_kills_of_the_loop_and_the_job_master(ray_session,
                                                                           tmp_path):
     numbers = _numbers(2_000, seed=1)
     items = []
@@ -112,7 +113,7 @@ def test_collatz_is_exactly_once_across_kills_of_head_body_and_job_master(ray_se
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     _collatz_job(env, items, sink)
     client = env.execute_async("collatz-kills")
-    _kill_in_turn(client, sink, [(0.2, "Iteration"), (0.45, "step"), (0.7, "jobmaster")],
+    _kill_in_turn(client, sink, [(0.2, "Iteration"), (0.45, "Iteration"), (0.7, "jobmaster")],
                   len(numbers))
     result = client.wait(240)
     assert result.outcome.status is JobStatus.FINISHED and result.outcome.restarts >= 2
@@ -136,7 +137,7 @@ def in_made_order(stamped):
                                                              x[1]))]
 
 
-@pytest.mark.parametrize("backend", ["rocksdb"])
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_connected_components_are_exactly_once_across_kills(ray_session, tmp_path, backend):
     adjacency = random_graph(3_000, 2_600, seed=3)
     order = list(adjacency)
