@@ -19,7 +19,8 @@ import stat
 import tempfile
 from typing import Optional
 
-__all__ = ["safe_file_name", "fsync_dir", "atomic_write", "user_temp_dir", "UnsafeTempDirError"]
+__all__ = ["safe_file_name", "fsync_dir", "atomic_write", "user_temp_dir", "UnsafeTempDirError",
+           "unwritable_folder_reason", "file_in_the_way"]
 
 _MAX_NAME = 200  # file names stay well under the usual 255-byte limit
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -104,3 +105,35 @@ def user_temp_dir(name: str, base: Optional[str] = None) -> str:
         if st.st_mode & 0o077:
             os.chmod(folder, 0o700)
     return os.path.join(root, name)
+
+
+def file_in_the_way(folder: str) -> Optional[str]:
+    """The first of ``folder`` (a plain path or ``file://``) and its parents that exists
+    and is not a folder (``None``: the folder can be there)."""
+    current = os.path.abspath(folder[len("file://"):] if folder.startswith("file://")
+                              else folder)
+    while True:
+        if os.path.exists(current):
+            return None if os.path.isdir(current) else current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def unwritable_folder_reason(path: str) -> Optional[str]:
+    """Create the folder ``path`` (a plain path or ``file://``) if needed and write and
+    remove a probe file in it: ``None`` if that worked, else why not (a file in the way,
+    no permission, a read-only file system)."""
+    folder = path[len("file://"):] if path.startswith("file://") else path
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".flowray-write-probe-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+        return None
+    except OSError as e:
+        blocker = file_in_the_way(folder)
+        if blocker is not None:
+            return f"{blocker!r} is a file, not a folder"
+        return f"cannot write there ({e.strerror or type(e).__name__})"

@@ -452,9 +452,13 @@ class CheckpointCoordinator(StorageRecovery):
             if all(not p.is_acknowledged_by(t) or p.task_states[t.key].input_ended
                    for t in waiting):
                 return  # it will complete with their after-the-end snapshots
-        if len(self._pending) >= self.settings.max_concurrent:
+        if len(self._pending) >= self._max_concurrent():
             return  # triggered when a pending checkpoint ends
-        self._start(self.plan(), False, False, self.clock.monotonic_ms(), is_final=True)
+        now = self.clock.monotonic_ms()
+        if (self._last_completion_ms is not None
+                and now - self._last_completion_ms < self.settings.min_pause_ms):
+            return  # the minimum pause holds for it too: a later tick triggers it
+        self._start(self.plan(), False, False, now, is_final=True)
 
     # -- acknowledgements ------------------------------------------------------------------------
     def receive_acknowledge(self, subtask: SubtaskId, checkpoint_id: int,

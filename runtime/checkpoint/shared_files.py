@@ -94,13 +94,19 @@ def register_shared_state(registry: SharedStateRegistry, checkpoint_id: int,
     files the registry keeps (a duplicate upload is replaced by the registered copy, which
     the registry has just deleted)."""
     keep = registry.register_checkpoint(checkpoint_id, shared_files(task_states))
-    for uid, index, handle in incremental_handles(task_states):
-        for sst, path in list(handle.shared.items()):
-            kept = keep[_file_key(uid, index, handle, sst)]
-            if kept.path != path:
-                handle.shared[sst] = kept.path
-                handle.file_sizes.pop(path, None)
-                handle.file_sizes[kept.path] = kept.size
+    for key, task_state in task_states.items():
+        for uid, index, handle in incremental_handles({key: task_state}):
+            for sst, path in list(handle.shared.items()):
+                kept = keep[_file_key(uid, index, handle, sst)]
+                if kept.path != path:
+                    handle.shared[sst] = kept.path
+                    handle.file_sizes.pop(path, None)
+                    handle.file_sizes[kept.path] = kept.size
+                    # the same immutable SST file: its checksum goes with it, so the
+                    # registered copy is verified on restore as the upload would have been
+                    checksum = task_state.file_checksums.pop(path, None)
+                    if checksum is not None:
+                        task_state.file_checksums[kept.path] = checksum
 
 
 def unreferenced_files(registry: SharedStateRegistry,

@@ -30,6 +30,7 @@ from flowray.runtime.graph.execution_graph import ExecutionGraph, SubtaskId
 from flowray.runtime.graph.job_graph import JobGraph, mark_blocking_exchanges
 from flowray.runtime.graph.transformations import GraphError
 from flowray.runtime.execution.serialization import dumps_checked, register_user_modules
+from flowray.runtime.execution.storage_reach import check_storage_writable
 
 __all__ = ["PreparedJob", "JobExecutor", "prepare_job", "driver_channel_id"]
 
@@ -118,6 +119,8 @@ def prepare_job(job_graph: JobGraph, config: Dict[str, Any]) -> PreparedJob:
     if conf.get(CHECKPOINTING_INTERVAL) is not None and conf.get(CHECKPOINTS_DIR) is None:
         # resolved here: task actors run in other working directories
         config[CHECKPOINTS_DIR.key] = os.path.abspath(DEFAULT_CHECKPOINTS_DIR)
+    # a storage folder that cannot be written fails now, naming its key, not a task later
+    check_storage_writable(Configuration(config))
     return PreparedJob(uuid.uuid4().hex[:12], job_graph.job_name, job_graph, plan_bytes,
                        config, driver_sinks, load_restore_checkpoint(job_graph, conf))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from flowray.common.configuration import Configuration
+from flowray.common.files import unwritable_folder_reason
 from flowray.common.options import (
     BLOCKING_PARTITIONS_DIR,
     CHECKPOINTING_INTERVAL,
@@ -28,11 +29,17 @@ from flowray.common.options import (
     SAVEPOINTS_DIR,
 )
 
-__all__ = ["StorageNotSharedError", "check_storage_reachable", "node_local_paths"]
+__all__ = ["StorageNotSharedError", "StorageNotWritableError", "check_storage_reachable",
+           "check_storage_writable", "node_local_paths"]
 
 
 class StorageNotSharedError(ValueError):
     """Job storage is a path on one machine, and the Ray cluster has several nodes."""
+
+
+class StorageNotWritableError(ValueError):
+    """A storage folder of the job cannot be created or written (a file in the way, no
+    permission, a read-only file system)."""
 
 
 def _is_local(path: str) -> bool:
@@ -66,3 +73,26 @@ def check_storage_reachable(config: Configuration, node_count: int) -> None:
         "nodes: tasks on the others could not reach it. Use a location every node reaches "
         f"(s3://, gs://, hdfs://...), or if {path!r} is a mount every node shares, set "
         f"{LOCAL_PATHS_SHARED.key}: true")
+
+
+def check_storage_writable(config: Configuration) -> None:
+    """Create every plain-path storage folder the job uses and write a probe file in it,
+    before anything is deployed: raise :class:`StorageNotWritableError` naming the key,
+    the path and why, instead of a task failing seconds into the run. (Remote locations,
+    s3:// and the like, are reached by the tasks themselves and not checked here.)
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> open(os.path.join(d, "f"), "w").close()
+    >>> c = Configuration({"execution.checkpointing.interval": "1 s",
+    ...                    "state.checkpoints.dir": os.path.join(d, "f", "chk")})
+    >>> try:
+    ...     check_storage_writable(c)
+    ... except StorageNotWritableError as e:
+    ...     print(str(e).replace(d, "D"))
+    state.checkpoints.dir is 'D/f/chk': 'D/f' is a file, not a folder
+    """
+    for key, path in node_local_paths(config):
+        why = unwritable_folder_reason(path)
+        if why is not None:
+            raise StorageNotWritableError(f"{key} is {path!r}: {why}")

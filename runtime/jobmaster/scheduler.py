@@ -51,6 +51,7 @@ from flowray.runtime.graph.execution_graph import (
     ResultPartitionSpec,
     SubtaskId,
 )
+from flowray.common.files import file_in_the_way
 from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.failover import (
     compute_pipelined_regions,
@@ -291,6 +292,12 @@ class JobScheduler:
         target = target_dir or self.savepoints_dir
         if not target:
             on_done(None, "no savepoint directory: pass one, or set state.savepoints.dir")
+            return None
+        blocker = file_in_the_way(target) if "://" not in target or \
+            target.startswith("file://") else None
+        if blocker is not None:   # before any source stops or any task writes
+            on_done(None, f"cannot {what}: the savepoint directory {target!r} cannot be "
+                          f"created: {blocker!r} is a file, not a folder")
             return None
         return savepoint_directory(target, self.job_id)
 

@@ -6,6 +6,7 @@ import pytest
 from flowray.common.configuration import Configuration
 from flowray.runtime.execution.storage_reach import (
     StorageNotSharedError,
+    StorageNotWritableError,
     check_storage_reachable,
     node_local_paths,
 )
@@ -53,3 +54,48 @@ def test_savepoint_and_blocking_partition_folders_count_too():
                           "flowray.blocking-partitions.dir": "/parts"})
     assert node_local_paths(conf) == [("state.savepoints.dir", "/sp"),
                                       ("flowray.blocking-partitions.dir", "/parts")]
+
+
+# -- written at submission (issue 32: storage checked early) ------------------------------
+def _checkpointing_job(tmp_path, **settings):
+    from tests.support.environments import local_env
+    env = local_env(1, **{"execution.checkpointing.interval": "1 s", **settings})
+    env.from_collection([1, 2, 3]).map(lambda n: n + 1).print()
+    return env
+
+
+def test_a_checkpoint_folder_under_a_file_fails_at_submission_naming_key_and_path(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(blocker / "chk")})
+    with pytest.raises(StorageNotWritableError) as e:
+        env.execute("blocked")
+    assert str(e.value) == (f"state.checkpoints.dir is {str(blocker / 'chk')!r}: "
+                            f"{str(blocker)!r} is a file, not a folder")
+
+
+def test_a_savepoint_folder_that_is_a_file_fails_at_submission(tmp_path):
+    blocker = tmp_path / "savepoints"
+    blocker.write_text("x")
+    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(tmp_path / "chk"),
+                                          "state.savepoints.dir": f"file://{blocker}"})
+    with pytest.raises(StorageNotWritableError, match=r"^state\.savepoints\.dir is "
+                       r"'file://.*savepoints': '.*savepoints' is a file, not a folder$"):
+        env.execute("blocked")
+
+
+def test_a_folder_nobody_can_write_fails_at_submission(tmp_path):
+    # /proc takes no new folder, whoever runs this (root included)
+    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": "/proc/flowray-chk"})
+    with pytest.raises(StorageNotWritableError,
+                       match=r"^state\.checkpoints\.dir is '/proc/flowray-chk': cannot write "
+                             r"there \("):
+        env.execute("unwritable")
+
+
+def test_a_writable_folder_is_created_at_submission_and_left_clean(tmp_path):
+    folder = tmp_path / "deep" / "chk"
+    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(folder)})
+    env.execute("fine")
+    assert folder.is_dir()
+    assert not [p for p in folder.rglob("*") if p.name.startswith(".flowray-write-probe")]

@@ -333,3 +333,17 @@ def test_sources_finishing_without_the_barrier_make_their_consumers_trigger_root
     assert h.gateway.triggered(cid) == ["map:0", "map:1", "src:0", "src:1"]
     h.ack(cid, [MAP0, MAP1, SINK])
     assert h.coord.latest_completed().checkpoint_id == cid
+
+
+def test_the_final_checkpoint_keeps_the_minimum_pause_after_the_last_one():
+    h = Harness(interval_ms=60_000, min_pause_ms=5_000)
+    one = h.trigger()
+    h.ack(one)                               # completed now
+    for t in ALL:
+        h.coord.task_ended_input(t)
+    assert h.coord.pending_ids() == []       # 5 s of pause first, as a periodic one
+    h.advance(4_999)
+    assert h.coord.pending_ids() == []
+    h.advance(1)
+    assert h.coord.pending_ids() == [one + 1]
+    assert h.coord.pending(one + 1).is_final

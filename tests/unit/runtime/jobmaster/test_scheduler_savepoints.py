@@ -298,3 +298,19 @@ def test_a_savepoint_in_a_remote_file_system_is_read_from_there(mock_remote_fs, 
     restore = h.deployer.last_descriptors[SUM0].restore
     (handle,) = restore.keyed_handles()
     assert file_reader(restore.location)(handle.path) == b"remote-bytes"
+
+
+def test_a_savepoint_directory_under_a_file_is_refused_before_any_source_stops(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    target = str(blocker / "sp")
+    why = (f"the savepoint directory {target!r} cannot be created: {str(blocker)!r} is a "
+           "file, not a folder")
+    h = Harness()
+    done = Done()
+    h.sched.trigger_savepoint(target, done)
+    assert done.calls == [(None, f"cannot take a savepoint: {why}")]
+    done = Done()
+    h.sched.stop_with_savepoint(target, False, done)
+    assert done.calls == [(None, f"cannot stop with a savepoint: {why}")]
+    assert h.deployer.triggers == [] and h.deployer.stops == []
