@@ -10,7 +10,7 @@ import os
 import shutil
 import threading
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
@@ -196,6 +196,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         # (a fresh or rescaled database numbers its files from 1 again)
         self.db_uid = uuid.uuid4().hex[:12]
         self._pending: Dict[int, Dict[str, Tuple[str, int]]] = {}
+        #: checkpoints aborted while their files may still be uploading: they stop
+        self._aborted: Set[int] = set()
 
     # -- key context -------------------------------------------------------------------
     def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
@@ -403,6 +405,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self.db_uid,
             keep_local=self._keeper(checkpoint_id, kinds),
             shared_ssts=incremental,
+            aborted=lambda: checkpoint_id in self._aborted,
         )
 
     def _record_uploads(self, checkpoint_id: int, sst_files: Dict[str, Tuple[str, int]]) -> None:
@@ -434,6 +437,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self.local_store.abort(checkpoint_id)
         with self._upload_lock:
             self._pending.pop(checkpoint_id, None)
+            # its upload, if still running, stops at its next file (as a heap write does)
+            self._aborted = {c for c in self._aborted if c > self._confirmed_id}
+            self._aborted.add(checkpoint_id)
 
     def confirmed_sst_files(self) -> Dict[str, str]:
         """SST name -> remote path of the confirmed base (for tests and diagnostics)."""

@@ -28,6 +28,7 @@ from flowray.state.full_snapshot import (
     StreamedSnapshotWriter,
     WriterStats,
 )
+from flowray.state.heap_table import SnapshotAbortedError
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import (
     KeyedSnapshotWriter,
@@ -350,6 +351,7 @@ class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
         db_uid: str = "",
         keep_local: Optional[Callable[[str], str]] = None,
         shared_ssts: bool = True,
+        aborted: Callable[[], bool] = lambda: False,
     ) -> None:
         if not shared_ssts and (base or on_uploaded is not None):
             raise ValueError("a native full checkpoint neither references nor reports SST files")
@@ -363,6 +365,8 @@ class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
         self.key_group_range = key_group_range
         self.base = base
         self.on_uploaded = on_uploaded
+        #: whether the checkpoint was aborted: the upload stops before its next file
+        self.aborted = aborted
 
     @staticmethod
     def shared_path(path: str, sst_name: str) -> str:
@@ -385,6 +389,10 @@ class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
             ssts: Dict[str, Tuple[str, int]] = {}
             uploaded = 0
             for name in self.files:
+                if self.aborted():
+                    raise SnapshotAbortedError(
+                        f"checkpoint {self.checkpoint_id} was aborted during its upload "
+                        f"({uploaded} bytes written; {name} and the files after it not)")
                 shared_sst = self.shared_ssts and name.endswith(".sst")
                 if shared_sst:
                     known = self.base.get(name)

@@ -252,3 +252,26 @@ def test_a_checkpoint_of_states_that_hold_no_key_is_none(make):
         b = make(incremental=incremental)
         b.get_partitioned_state(ValueStateDescriptor("v"))  # registered, never written
         assert b.snapshot(1).write(DictStorage().write_file, keyed_path(1)) is None
+
+
+def test_an_aborted_checkpoints_upload_stops_at_its_next_file(make):
+    # as a heap write stops (issue 32: RocksDB uploads of aborted checkpoints ran on)
+    from flowray.state.heap_table import SnapshotAbortedError
+    b, storage = make(), DictStorage()
+    fill(b, {f"k{i}": i for i in range(100)})
+    writer = b.snapshot(1)
+    written = []
+
+    def write_file(path, data):
+        written.append(path)
+        if len(written) == 1:
+            b.notify_checkpoint_aborted(1)   # aborted while its first file uploads
+        return storage.write_file(path, data)
+
+    with pytest.raises(SnapshotAbortedError, match="checkpoint 1 was aborted during its "
+                                                   "upload"):
+        writer.write(write_file, keyed_path(1))
+    assert len(written) == 1 < len(writer.files)
+    assert not os.path.exists(os.path.join(b.working_dir, "snapshots", "chk-1"))
+    h, _ = checkpoint(b, storage, 2)          # the next checkpoint uploads as usual
+    assert h.checkpoint_id == 2 and b.confirmed_sst_files() == h.shared
