@@ -645,6 +645,9 @@ class StreamTask:
                     frame = reader.poll()
                     if frame is None:
                         break
+                    # progress is a frame, not a whole turn: a turn of several full
+                    # batches through a slow function is not a hang
+                    self._loop_turn_ms = monotonic_ms()
                     t = type(frame)
                     if t is RecordBatch:
                         if skip_records:
