@@ -295,6 +295,10 @@ class StreamOperator:
     #: BATCH mode: the input (index) read to its end before the others (Flink reads the
     #: broadcast side of a broadcast-state operator first); ``None``: interleaved
     batch_first_input: Optional[int] = None
+    #: writes outside the job (a sink): a re-run of a subtask whose sinks committed
+    #: everything already puts a :class:`~flowray.operators.sinks.CommittedSinkStandIn`
+    #: in its place
+    is_sink = False
 
     def __init__(self, name: Optional[str] = None) -> None:
         self.name = name or self.default_name

@@ -16,6 +16,8 @@ __all__ = [
     "SinkWriterOperator",
     "SinkFunctionOperator",
     "DriverSinkOperator",
+    "CommittedSinkStandIn",
+    "stand_in_for_committed_sinks",
 ]
 
 
@@ -62,6 +64,7 @@ class Sink(abc.ABC):
 
 class SinkWriterOperator(StreamOperator):
     default_name = "Sink"
+    is_sink = True
 
     def __init__(self, sink: Sink, name: Optional[str] = None) -> None:
         if not isinstance(sink, Sink):
@@ -119,6 +122,7 @@ class SinkFunctionOperator(StreamOperator):
     """``add_sink(fn)``: ``fn.invoke(value, context)`` (or ``fn(value)``) per record."""
 
     default_name = "Sink: Unnamed"
+    is_sink = True
 
     def __init__(self, fn: Any, name: Optional[str] = None) -> None:
         super().__init__(name)
@@ -169,6 +173,8 @@ class DriverSinkOperator(StreamOperator):
     ``mode="collect"`` sends the records themselves.
     """
 
+    is_sink = True
+
     def __init__(self, mode: str, endpoint_id: str, name: Optional[str] = None,
                  formatter: Optional[Callable[[Any], str]] = None,
                  sink_identifier: Optional[str] = None) -> None:
@@ -205,3 +211,42 @@ class DriverSinkOperator(StreamOperator):
         ch = getattr(self, "_channel", None)
         if ch is not None:
             ch.close()
+
+
+class CommittedSinkStandIn(StreamOperator):
+    """Takes the place of a sink in a subtask that finished in an earlier attempt, when the
+    job runs it again without a checkpoint to restore (BATCH: its blocking partition was
+    lost and a consumer needs it; or its region restarted around it). That sink committed
+    every record it will ever get, so the stand-in drops the records and never opens it:
+    nothing is written or committed twice. (Only the subtask's other outputs are wanted
+    from the re-run; its input is the same, so they are too.)
+
+    >>> class Boom(StreamOperator):
+    ...     is_sink = True
+    ...     def process_batch(self, records, key_groups, timestamps=None):
+    ...         raise AssertionError("written twice")
+    >>> s = CommittedSinkStandIn(Boom("Sink: files"))
+    >>> s.process_batch([1, 2], None); s.name, s.user_functions()
+    ('Sink: files', [])
+    """
+
+    def __init__(self, sink: StreamOperator) -> None:
+        super().__init__(sink.name)
+        self.uid = sink.uid
+        self.replaced = type(sink).__name__
+
+    def process_batch(self, records: List[Any], key_groups: Optional[List[int]],
+                      timestamps: Optional[List[Any]] = None) -> None:
+        pass
+
+    def process_batch2(self, records: List[Any], key_groups: Optional[List[int]],
+                       timestamps: Optional[List[Any]] = None) -> None:
+        pass
+
+
+def stand_in_for_committed_sinks(operators: Mapping[Any, StreamOperator]
+                                 ) -> dict:
+    """``operators`` (a chain's, by node) with every sink replaced by a
+    :class:`CommittedSinkStandIn`; the other operators are the same objects."""
+    return {node: CommittedSinkStandIn(op) if op.is_sink else op
+            for node, op in operators.items()}

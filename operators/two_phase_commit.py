@@ -166,6 +166,7 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
 
     default_name = "Sink"
     requires_final_checkpoint = True
+    is_sink = True
 
     def __init__(self, sink: TwoPhaseCommitSink, name: Optional[str] = None) -> None:
         if not isinstance(sink, TwoPhaseCommitSink):

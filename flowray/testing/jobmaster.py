@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Set
 
 from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.runtime.jobmaster.deployer import TaskDeployer
@@ -49,6 +49,7 @@ class TestingTopology(FailoverTopology):
         self._producer: Dict[str, str] = {}
         self._consumers: Dict[str, List[str]] = {}
         self._type: Dict[str, str] = {}
+        self._finished: Set[str] = set()
 
     # -- building ----------------------------------------------------------------------
     def add_vertex(self, name: Optional[str] = None, scheduled: Optional[bool] = None) -> str:
@@ -101,6 +102,11 @@ class TestingTopology(FailoverTopology):
         self._check_vertex(vertex)
         self._vertices[vertex] = scheduled
 
+    def set_finished(self, vertex: str, finished: bool = True) -> None:
+        """Mark ``vertex`` finished in its latest attempt (or not)."""
+        self._check_vertex(vertex)
+        (self._finished.add if finished else self._finished.discard)(vertex)
+
     def _check_vertex(self, vertex: str) -> None:
         if vertex not in self._vertices:
             raise ValueError(f"unknown vertex {vertex!r}")
@@ -136,6 +142,10 @@ class TestingTopology(FailoverTopology):
     def is_scheduled(self, vertex: str) -> bool:
         self._check_vertex(vertex)
         return self._vertices[vertex]
+
+    def is_finished(self, vertex: str) -> bool:
+        self._check_vertex(vertex)
+        return vertex in self._finished
 
     def __repr__(self) -> str:
         return (f"TestingTopology({len(self._vertices)} vertices, "

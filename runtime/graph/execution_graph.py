@@ -92,6 +92,10 @@ class TaskDeploymentDescriptor:
     resources: Dict[str, Any] = field(default_factory=dict)
     #: the head of an iteration (its task keeps the loop's feedback queue)
     iteration_head: bool = False
+    #: this subtask finished in an earlier attempt and this one restores no checkpoint:
+    #: its sinks committed everything already, so this run only produces its other
+    #: outputs again (a lost blocking partition) and its sinks drop what they get
+    output_committed: bool = False
 
     @property
     def restore_checkpoint_id(self) -> Optional[int]:
@@ -170,7 +174,8 @@ class ExecutionGraph:
     def deployment_descriptor(self, subtask: SubtaskId, job_id: str, plan_bytes: bytes,
                               config: Dict[str, Any], attempt: int = 0,
                               driver_endpoints: Dict[str, Any] | None = None,
-                              restore: Any = None) -> TaskDeploymentDescriptor:
+                              restore: Any = None,
+                              output_committed: bool = False) -> TaskDeploymentDescriptor:
         v = self.vertex(subtask)
         kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism,
                                                          subtask.index)
@@ -179,7 +184,7 @@ class ExecutionGraph:
             v.max_parallelism, kgr, plan_bytes, self.input_channels(subtask),
             self.output_edges(subtask), v.num_inputs, dict(config), attempt,
             dict(driver_endpoints or {}), restore, resources=dict(v.resources),
-            iteration_head=v.iteration_head)
+            iteration_head=v.iteration_head, output_committed=output_committed)
 
     def upstream(self) -> Dict[SubtaskId, set]:
         """Every subtask -> the subtasks it reads from (empty for sources); a back edge

@@ -13,8 +13,11 @@ Two strategies, chosen by ``jobmanager.execution.failover-strategy`` as in Flink
     2. if a result partition that a restarting region consumes is not available any more,
        the region that produces it restarts too (and so on, upstream);
     3. every region that consumes a partition produced by a restarting region restarts too
-       (and so on, downstream) -- finished consumers included, since their input will be
-       produced again.
+       (and so on, downstream) -- except a consumer region that has *finished*: it read
+       every input to its end and its output (committed sink output, its own blocking
+       partitions) is complete, so running it again would only repeat that output (Flink
+       restarts it; flowray does not, see docs/internals/failover.md). A finished region
+       still restarts when rule 2 needs a partition of its again.
 
     Tasks that were never scheduled (Flink's ``CREATED`` state) are left out of the result:
     there is nothing to restart, they start when their inputs are ready.
@@ -134,6 +137,12 @@ class FailoverTopology(abc.ABC):
         """False while ``vertex`` has not been scheduled in this attempt (Flink's ``CREATED``
         state): the region strategy leaves it out of the tasks to restart. Default: True."""
         return True
+
+    def is_finished(self, vertex: Vertex) -> bool:
+        """True once ``vertex`` finished in its latest attempt (and is not about to run
+        again): rule 3 leaves a consumer region out when all of its vertices have.
+        Default: False."""
+        return False
 
 
 def _type_of(topology: FailoverTopology, partition: PartitionId) -> str:
@@ -343,10 +352,11 @@ class RestartPipelinedRegionFailoverStrategy(FailoverStrategy):
 
         1. the failed vertex's region is involved; 2. if a partition consumed by an involved
         region is unavailable, its producer's region is involved; 3. every region consuming
-        a partition produced by an involved region is involved.
+        a partition produced by an involved region is involved, unless it has finished.
         """
         failed_region = self.region_of(failed_vertex)
         topology = self.topology
+        is_finished = topology.is_finished
         involved: List[Region] = []
         visited = {failed_region}
         queue: Deque[Region] = deque([failed_region])
@@ -360,7 +370,9 @@ class RestartPipelinedRegionFailoverStrategy(FailoverStrategy):
                         found.append(self.region_of(topology.partition_producer(p)))
                 for p in topology.produced_partitions(v):  # rule 3: downstream
                     for consumer in topology.partition_consumers(p):
-                        found.append(self.region_of(consumer))
+                        other = self.region_of(consumer)
+                        if not all(is_finished(c) for c in other):
+                            found.append(other)
             for other in found:
                 if other not in visited:
                     visited.add(other)

@@ -188,7 +188,10 @@ class JobScheduler:
         self.batch = conf.get(RUNTIME_MODE) == "BATCH"
         partitions = result_partitions(execution_graph)
         self.topology = SubtaskTopology(self.subtasks, {p.partition_id: p for p in partitions},
-                                        self._created)
+                                        self._created, self._finished_for_good)
+        #: subtasks that finished in some attempt: their sinks committed all they will
+        #: ever get (a re-run of one that restores no checkpoint drops its sinks' records)
+        self._output_committed: Set[SubtaskId] = set()
         # scheduling goes region by region whatever the failover strategy
         self.regions = [frozenset(r) for r in compute_pipelined_regions(self.topology)]
         root = conf.get(BLOCKING_PARTITIONS_DIR)
@@ -225,8 +228,12 @@ class JobScheduler:
         """Its producer finished in its latest attempt and is not about to run again (one
         that is will write the partition anew)."""
         producer = self.partitions.partitions[partition_id].producer
-        return self.states.get(producer) is TaskState.FINISHED and \
-            producer not in self._restarting
+        return self._finished_for_good(producer)
+
+    def _finished_for_good(self, subtask: SubtaskId) -> bool:
+        """Finished in its latest attempt and not about to run again."""
+        return self.states.get(subtask) is TaskState.FINISHED and \
+            subtask not in self._restarting
 
     def is_partition_available(self, partition_id: str) -> bool:
         """A blocking partition can be read: its producer finished in its latest attempt
@@ -389,7 +396,8 @@ class JobScheduler:
             restore = self._restore_for(latest, s) if latest is not None else None
             descriptors.append(self.eg.deployment_descriptor(
                 s, self.job_id, self.plan_bytes[s.vertex_id], self.config, self.attempt,
-                restore=restore))
+                restore=restore,
+                output_committed=restore is None and s in self._output_committed))
             self.states[s] = TaskState.RUNNING
             self.subtask_times[s] = (self.clock.now_ms(), -1)
             self.attempts[s] = self.attempt
@@ -438,6 +446,7 @@ class JobScheduler:
         if result.metrics:
             self.metrics[s] = result.metrics
         if result.state is TaskState.FINISHED:
+            self._output_committed.add(s)
             self.coordinator.task_finished(s)
             if self.batch:
                 self.partitions.release_consumed(

@@ -4,7 +4,7 @@ and the result partitions between them, and each subtask's scheduled flag."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Callable, Dict, List, Optional, Set
 
 from flowray.runtime.graph.execution_graph import (
     ExecutionGraph,
@@ -24,13 +24,16 @@ def result_partitions(eg: ExecutionGraph) -> List[ResultPartitionSpec]:
 
 class SubtaskTopology(FailoverTopology):
     """Subtasks and partitions; ``created`` (shared with the scheduler, which updates it)
-    holds the subtasks not scheduled in their current attempt."""
+    holds the subtasks not scheduled in their current attempt, ``finished(subtask)`` says
+    whether one finished in its latest attempt."""
 
     def __init__(self, subtasks: List[SubtaskId], partitions: Dict[str, ResultPartitionSpec],
-                 created: Set[SubtaskId]) -> None:
+                 created: Set[SubtaskId],
+                 finished: Optional[Callable[[SubtaskId], bool]] = None) -> None:
         self._subtasks = list(subtasks)
         self._partitions = partitions
         self._created = created
+        self._finished = finished or (lambda subtask: False)
         self._consumed: Dict[SubtaskId, List[str]] = {s: [] for s in subtasks}
         self._produced: Dict[SubtaskId, List[str]] = {s: [] for s in subtasks}
         for pid, p in partitions.items():
@@ -58,3 +61,6 @@ class SubtaskTopology(FailoverTopology):
 
     def is_scheduled(self, vertex: SubtaskId) -> bool:
         return vertex not in self._created
+
+    def is_finished(self, vertex: SubtaskId) -> bool:
+        return self._finished(vertex)

@@ -8,6 +8,7 @@ one thread; other threads talk to it only through :meth:`StreamTask.cancel` and 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -15,6 +16,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import cloudpickle
 from flowray.operators.base import OperatorContext, ProcessingTimeService, StreamOperator
+from flowray.operators.sinks import stand_in_for_committed_sinks
 from flowray.operators.sources import SourceOperator
 from flowray.runtime.checkpoint.state_assignment import TaskRestore
 from flowray.runtime.checkpoint.storage import checkpoint_storage_from_config
@@ -81,6 +83,8 @@ from flowray.common.options import (
 )
 
 __all__ = ["TaskCancelled", "StreamTask"]
+
+log = logging.getLogger(__name__)
 
 
 #: longest a finished task waits for its consumers to take its last frames
@@ -327,6 +331,11 @@ class StreamTask:
                 f"task {tdd.display_name}: cannot load the job's functions: "
                 f"{type(e).__name__}: {e}"
             ) from e
+        if tdd.output_committed:  # a re-run: its sinks committed everything already
+            plan.operators = stand_in_for_committed_sinks(plan.operators)
+            log.info("flowray: %s runs again for its other outputs; its sinks committed "
+                     "their records in an earlier attempt and drop them now",
+                     tdd.display_name)
         self.plan = plan
         backend = (
             create_keyed_backend(

@@ -1,5 +1,6 @@
 """Exactly-once Spark table sink (RayDP), on the shared Spark session: round trip against
-Spark SQL, task kills mid-run, overwrite, and bad input."""
+Spark SQL, task kills mid-run, overwrite, bad input, and BATCH's region failover that
+must not commit a finished consumer's rows twice."""
 
 import time
 import uuid
@@ -7,11 +8,12 @@ from collections import Counter
 
 import pytest
 
-from flowray import JobExecutionError, StreamExecutionEnvironment
+from flowray import JobExecutionError, NumberSequenceSource, StreamExecutionEnvironment
 from flowray.common.typeinfo import Types
-from flowray.datastream import MapFunction
+from flowray.datastream import MapFunction, RuntimeExecutionMode
 from flowray.datastream.connectors.spark import SchemaMismatchError, SparkTableSink
 from flowray.testing import FaultInjector, wait_until
+from tests.support.batch_failover import DAMAGES, ConsumerOneFailsAfterConsumerZeroCommitted
 
 RESTARTS = {"restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "10",
@@ -150,3 +152,36 @@ def test_a_view_is_not_a_sink_table(spark):
     spark.range(3).createOrReplaceTempView(view)
     with pytest.raises(ValueError, match="is a view"):
         SparkTableSink(view)
+
+
+def _to_row(n):
+    return (n,)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_batch_a_finished_consumers_table_output_is_committed_once(spark, tmp_path, damage):
+    """Issue 32's BATCH scenario on Ray (tests/support/batch_failover.py): consumer 0
+    committed its part of the table; consumer 1's subpartition from producer 0 is then
+    truncated or deleted, and producer 0 runs again. Consumer 0 must not, or its rows are
+    in the table twice."""
+    n, out = 20_000, _name("batch_once")
+    partitions, ledger = tmp_path / "partitions", tmp_path / "ledger"
+    ledger.mkdir()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    for k, v in {**RESTARTS, "flowray.blocking-partitions.dir": str(partitions)}.items():
+        env.get_configuration().set_string(k, v)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(2)
+    (env.from_source(NumberSequenceSource(0, n - 1), source_name="numbers")
+        .key_by(lambda x: x % 16)
+        .map(ConsumerOneFailsAfterConsumerZeroCommitted(str(ledger), str(partitions), damage))
+        .name("consumer")
+        .map(_to_row, output_type=Types.ROW_NAMED(["n"], [Types.LONG()]))
+        .sink_to(SparkTableSink(out, output_type=Types.ROW_NAMED(["n"], [Types.LONG()]))))
+    result = env.execute("spark-batch-committed-once")
+    counts = Counter(r.n for r in spark.table(out).collect())
+    assert counts == Counter(range(n)), (
+        f"{sum(counts.values()) - n:+d} rows, "
+        f"{sum(1 for c in counts.values() if c > 1)} of them more than once")
+    assert ConsumerOneFailsAfterConsumerZeroCommitted.closes_of_consumer_0(str(ledger)) == 1
+    assert result.outcome.restarts >= 1

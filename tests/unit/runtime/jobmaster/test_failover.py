@@ -347,18 +347,47 @@ def test_lost_partitions_are_followed_upstream_over_two_stages():
         ["d"], ["c"], ["b"]]
 
 
-def test_a_finished_consumer_region_restarts_when_its_producer_restarts():
+def test_a_consumer_region_still_running_restarts_when_its_producer_restarts():
     """
     (src) ---> (map) --|--> (agg) ---> (sink)
-      running   running      finished    finished
-
-    (Flink's strategy only skips vertices that were never scheduled; a finished region
-    read the partition that is being produced again, so it restarts.)
+      running   running      running    running
     """
     t, _ = build("src map agg sink",
                  [("src", "map", P), ("map", "agg", B), ("agg", "sink", P)])
     strategy = RestartPipelinedRegionFailoverStrategy(t)
     assert restarts(strategy, "src") == {"src", "map", "agg", "sink"}
+
+
+def test_a_finished_consumer_region_is_left_out_of_rule_3():
+    """A region that finished read every input to its end and committed its output: it
+    does not run again because a producer of it does (Flink's strategy would restart it,
+    and its sink would commit a second time). A region with one vertex still running
+    restarts whole.
+
+        (src0) --|--> (sum0) -> (sink0)     finished
+                  \/
+                  /\
+        (src1) --|--> (sum1) -> (sink1)     sum1 finished, sink1 running
+    """
+    t, _ = build("src0 src1 sum0 sink0 sum1 sink1",
+                 [("src0", "sum0", B), ("src0", "sum1", B), ("src1", "sum0", B),
+                  ("src1", "sum1", B), ("sum0", "sink0", P), ("sum1", "sink1", P)])
+    for v in ("src0", "src1", "sum0", "sink0", "sum1"):
+        t.set_finished(v)
+    lost = RestartPipelinedRegionFailoverStrategy(t, is_partition_available=lambda p: False)
+    # sink1 fails and src0's, src1's files are gone: both run again, sum0/sink0 do not
+    assert restarts(lost, "sink1") == {"src0", "src1", "sum1", "sink1"}
+
+
+def test_a_finished_region_still_restarts_for_a_partition_needed_again():
+    """Rule 2 is not changed: a finished producer whose partition is lost runs again
+    (the scheduler then tells its sinks they committed already)."""
+    t, _ = build("a b c", [("a", "b", B), ("b", "c", B)])
+    t.set_finished("a")
+    t.set_finished("b")
+    strategy = RestartPipelinedRegionFailoverStrategy(
+        t, is_partition_available=lambda p: not p.startswith("b"))
+    assert restarts(strategy, "c") == {"b", "c"}
 
 
 def test_every_consumer_region_of_a_restarted_region_restarts_recursively():
