@@ -15,6 +15,8 @@ objects, so redistribution works on serialized elements.
 from __future__ import annotations
 
 import pickle
+import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -30,6 +32,8 @@ __all__ = [
     "OperatorSubtaskState",
     "OperatorStateHandle",
     "TaskStateSnapshot",
+    "shared_file_name",
+    "checkpoint_of_shared_file",
 ]
 
 SPLIT_DISTRIBUTE = "SPLIT_DISTRIBUTE"  # each element goes to one subtask on rescale
@@ -160,3 +164,26 @@ class TaskStateSnapshot:
 
     def state_size(self) -> int:
         return sum(o.size() for o in self.operators.values())
+
+
+_SHARED_CHECKPOINT = re.compile(r"-c(\d+)-[0-9a-f]{8}$")
+
+
+def shared_file_name(stem: str, file_name: str, checkpoint_id: int) -> str:
+    """A fresh unique name in the job's ``shared`` folder for ``file_name`` of the
+    subtask ``stem``, uploaded for ``checkpoint_id``: the id is in the name, so a sweep
+    can tell whose upload an unreferenced file was.
+
+    >>> name = shared_file_name("v2-0", "000012.sst", 7)
+    >>> name.startswith("v2-0-000012.sst-c7-"), checkpoint_of_shared_file("shared/" + name)
+    (True, 7)
+    >>> checkpoint_of_shared_file("shared/v2-0-000012.sst-1a2b3c4d") is None  # older name
+    True
+    """
+    return f"{stem}-{file_name}-c{int(checkpoint_id)}-{uuid.uuid4().hex[:8]}"
+
+
+def checkpoint_of_shared_file(path: str) -> Optional[int]:
+    """The checkpoint a shared file was uploaded for (``None``: a name without it)."""
+    m = _SHARED_CHECKPOINT.search(path)
+    return int(m.group(1)) if m else None

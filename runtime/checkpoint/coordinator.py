@@ -132,6 +132,12 @@ class CheckpointCoordinator(StorageRecovery):
         self._pending: "OrderedDict[int, PendingCheckpoint]" = OrderedDict()
         self._recently_aborted: Deque[int] = deque(maxlen=_RECENTLY_ABORTED)
         self._next_id = self._first_checkpoint_id()
+        #: ids below this one are noted in storage as handed out (a successor starts here)
+        self._reserved_up_to = 0
+        #: after a job master restart: ids of the dead master's checkpoints are below the
+        #: fence, and its tasks' late uploads for them are swept until the given time
+        self._fence: Optional[int] = None
+        self._fence_until_ms = 0.0
         self._next_trigger_ms: Optional[float] = None  # monotonic; None: not scheduled
         self._last_completion_ms: Optional[float] = None  # monotonic
         # tasks that ended their input and wait for a checkpoint taken after that
@@ -378,6 +384,7 @@ class CheckpointCoordinator(StorageRecovery):
                on_done: Optional[SavepointCallback] = None) -> int:
         cid = self._next_id
         self._next_id += 1
+        self._reserve_id(cid)
         timestamp = self.clock.now_ms()
         p = PendingCheckpoint(cid, timestamp, set(plan.tasks_to_ack), set(plan.finished),
                               is_savepoint, tasks_to_trigger=plan.tasks_to_trigger,
@@ -550,6 +557,7 @@ class CheckpointCoordinator(StorageRecovery):
         log.info("completed %s %d of %s (%d bytes, %d ms)",
                  "savepoint" if p.is_savepoint else "checkpoint", cid, self.job_id,
                  completed.state_size(), completed.duration_ms)
+        self.sweep_late_uploads()
         self._maybe_trigger_final()
 
     def _abort(self, p: PendingCheckpoint, reason: CheckpointFailureReason,

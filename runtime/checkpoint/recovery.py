@@ -13,10 +13,19 @@ from typing import Dict, List, Optional
 from flowray.runtime.checkpoint.completed import CompletedCheckpoint
 from flowray.runtime.checkpoint.shared_files import orphan_shared_files, rebuild_registry
 from flowray.runtime.checkpoint.shared_registry import FileHandle
+from flowray.state.snapshot import checkpoint_of_shared_file
 
-__all__ = ["CheckpointRecoveryError", "StorageRecovery"]
+__all__ = ["CheckpointRecoveryError", "StorageRecovery", "RESERVED_ID_BLOCK",
+           "LATE_UPLOAD_SWEEP_MS"]
 
 log = logging.getLogger(__name__)
+
+#: checkpoint ids noted as handed out at a time (one small write per this many
+#: checkpoints; 1 keeps a successor's ids right after its predecessor's, as Flink's)
+RESERVED_ID_BLOCK = 1
+#: how long after a job master restart its predecessor's late uploads are looked for (at
+#: each completed checkpoint); the job's end sweeps whatever comes later
+LATE_UPLOAD_SWEEP_MS = 10 * 60_000
 
 
 class CheckpointRecoveryError(RuntimeError):
@@ -88,17 +97,64 @@ class StorageRecovery:
         for cid in incomplete:  # never reused: a task of the dead master may still write
             self._discard_dir(cid)
             self._next_id = max(self._next_id, cid + 1)
+        # past every id the dead master may have handed out, folder or not
+        self._next_id = max(self._next_id, self.storage.reserved_ids_record() or 0)
         for checkpoint in keep:
             self.store.add(checkpoint)
         rebuild_registry(self.registry, [(c.checkpoint_id, c.task_states) for c in keep])
         for path in orphan_shared_files(self.storage, self.registry):
             self._discard_shared_file(FileHandle(path))
         self._next_id = max(self._next_id, self.store.max_checkpoint_id() + 1, newest + 1)
+        self._fence = self._next_id
+        self._fence_until_ms = self.clock.monotonic_ms() + LATE_UPLOAD_SWEEP_MS
         if keep:
             self._record_latest(keep[-1].checkpoint_id)
             log.info("recovered %d checkpoint(s) of %s from storage, latest %d", len(keep),
                      self.job_id, keep[-1].checkpoint_id)
         return self.store.latest()
+
+    def _reserve_id(self, checkpoint_id: int) -> None:
+        """Note in storage, a block at a time, that ``checkpoint_id`` was handed out: a
+        successor starts past it even if no folder of it exists yet (a task of this
+        master may create one late). Flink keeps this counter in its HA services."""
+        if self.storage is None or checkpoint_id < self._reserved_up_to:
+            return
+        up_to = checkpoint_id + RESERVED_ID_BLOCK
+        try:
+            self.storage.record_reserved_ids(up_to)
+            self._reserved_up_to = up_to
+        except Exception:  # noqa: BLE001 - the checkpoint's own writes will show it
+            log.warning("could not note checkpoint ids up to %d of %s", up_to, self.job_id,
+                        exc_info=True)
+
+    def sweep_late_uploads(self) -> int:
+        """After a job master restart, delete what its predecessor's tasks uploaded after
+        the recovery's sweep: ``chk-<n>`` folders without ``_metadata`` and shared files
+        no checkpoint references, of ids below the fence only (this master's own uploads
+        are never touched). Runs at each completed checkpoint for
+        ``LATE_UPLOAD_SWEEP_MS`` after the restart; returns how many it deleted."""
+        fence = self._fence
+        if fence is None or self.storage is None:
+            return 0
+        if self.clock.monotonic_ms() >= self._fence_until_ms:
+            self._fence = None   # this sweep is the last
+        try:
+            folders = [c for c in self.storage.list_incomplete() if c < fence]
+            live = {h.path for h in self.registry.handles()}
+            files = [p for p in self.storage.list_shared_files() if p not in live
+                     and (checkpoint_of_shared_file(p) or fence) < fence]
+        except Exception:  # noqa: BLE001 - cleanup only; the job's end sweeps again
+            log.warning("could not list the checkpoint files of %s", self.job_id,
+                        exc_info=True)
+            return 0
+        for cid in folders:
+            self._discard_dir(cid)
+        for path in files:
+            self._discard_shared_file(FileHandle(path))
+        if folders or files:
+            log.info("flowray: deleted %d checkpoint folder(s) and %d shared file(s) the "
+                     "previous job master's tasks uploaded late", len(folders), len(files))
+        return len(folders) + len(files)
 
     def drop_damaged(self, checkpoint_id: int, reason: str) -> Optional[CompletedCheckpoint]:
         """A retained checkpoint proved unrestorable: forget and delete it; the previous

@@ -55,6 +55,7 @@ __all__ = [
     "SHARED_DIR",
     "JOB_FILE",
     "LATEST_COMPLETED_FILE",
+    "RESERVED_IDS_FILE",
     "METADATA_MAGIC",
     "METADATA_VERSION",
     "InvalidCheckpointMetadataError",
@@ -75,6 +76,9 @@ METADATA_FILE = "_metadata"
 SHARED_DIR = "shared"
 JOB_FILE = "job"
 LATEST_COMPLETED_FILE = "latest-completed"
+#: checkpoint ids handed out up to (not including) this one: a restarted job master starts
+#: past it (Flink's CheckpointIDCounter), so no id of its predecessor is used again
+RESERVED_IDS_FILE = "checkpoint-ids"
 METADATA_MAGIC = b"FLOWRAY-CHK\x00"
 METADATA_VERSION = 1
 _HEADER = struct.Struct(">H")  # version, after the magic bytes
@@ -252,6 +256,17 @@ class CheckpointStorage(abc.ABC):
         completed even if its ``_metadata`` is gone)."""
         self.write_file(f"{self.job_root}/{LATEST_COMPLETED_FILE}",
                         str(int(checkpoint_id)).encode())
+
+    def record_reserved_ids(self, up_to: int) -> None:
+        """Note that checkpoint ids below ``up_to`` may have been handed out."""
+        self.write_file(f"{self.job_root}/{RESERVED_IDS_FILE}", str(int(up_to)).encode())
+
+    def reserved_ids_record(self) -> Optional[int]:
+        """What :meth:`record_reserved_ids` noted last (None: nothing, or unreadable)."""
+        try:
+            return int(self.read_file(f"{self.job_root}/{RESERVED_IDS_FILE}").decode())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
 
     def latest_completed_record(self) -> Optional[int]:
         """What :meth:`record_latest_completed` noted last (None: nothing, or unreadable)."""

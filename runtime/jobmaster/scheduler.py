@@ -43,6 +43,7 @@ from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import (
     JOB_FILE,
     LATEST_COMPLETED_FILE,
+    RESERVED_IDS_FILE,
     CheckpointStorage,
     checkpoint_storage_from_config,
 )
@@ -684,7 +685,7 @@ class JobScheduler:
         clean_up_ended_job(self.storage, self.coordinator, self.retention, self.status,
                            self.job_name,
                            (JOB_FILE, JOB_MASTER_RESTARTS_FILE, RESTART_STATE_FILE,
-                            LATEST_COMPLETED_FILE))
+                            LATEST_COMPLETED_FILE, RESERVED_IDS_FILE))
 
     def next_wakeup_ms(self) -> float:
         """Longest the shell may wait before the next ``tick()``."""

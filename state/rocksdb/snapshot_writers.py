@@ -15,7 +15,6 @@ import logging
 import os
 import posixpath
 import shutil
-import uuid
 from bisect import bisect_left
 from itertools import islice
 from operator import itemgetter
@@ -39,7 +38,11 @@ from flowray.state.rocksdb.layout import (
     decode_key,
 )
 from flowray.state.value_codec import decode_value, encode_value
-from flowray.state.snapshot import IncrementalKeyedStateHandle, KeyedStateHandle
+from flowray.state.snapshot import (
+    IncrementalKeyedStateHandle,
+    KeyedStateHandle,
+    shared_file_name,
+)
 from rocksdict import AccessType, Rdict
 
 __all__ = ["RocksDBFullSnapshotWriter", "RocksDBNativeSnapshotWriter"]
@@ -369,13 +372,13 @@ class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
         self.aborted = aborted
 
     @staticmethod
-    def shared_path(path: str, sst_name: str) -> str:
+    def shared_path(path: str, sst_name: str, checkpoint_id: int) -> str:
         """A fresh unique path for ``sst_name`` in ``<job root>/shared`` (``path`` is the
-        task's ``<job root>/chk-<n>/<vertex>-<i>.keyed``)."""
+        task's ``<job root>/chk-<n>/<vertex>-<i>.keyed``), naming ``checkpoint_id``."""
         root = posixpath.dirname(posixpath.dirname(path))
         stem = posixpath.basename(path)
         stem = stem.rsplit(".", 1)[0] if "." in stem else stem
-        return posixpath.join(root, "shared", f"{stem}-{sst_name}-{uuid.uuid4().hex[:8]}")
+        return posixpath.join(root, "shared", shared_file_name(stem, sst_name, checkpoint_id))
 
     def write(
         self, write_file: Callable[[str, bytes], int], path: str
@@ -401,7 +404,7 @@ class RocksDBNativeSnapshotWriter(KeyedSnapshotWriter):
                         sizes[known[0]] = known[1]
                         ssts[name] = known
                         continue
-                    remote = self.shared_path(path, name)
+                    remote = self.shared_path(path, name, self.checkpoint_id)
                 else:
                     remote = f"{path}.private/{name}"
                 with open(os.path.join(self.checkpoint_path, name), "rb") as f:

@@ -5,7 +5,11 @@ from flowray.runtime.checkpoint.failure import CheckpointFailureReason
 from flowray.runtime.checkpoint.plan import TaskStatus, compute_checkpoint_plan
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
-from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
+from flowray.runtime.checkpoint.storage import (
+    LATEST_COMPLETED_FILE,
+    RESERVED_IDS_FILE,
+    MemoryCheckpointStorage,
+)
 from flowray.runtime.graph.execution_graph import SubtaskId
 from flowray.state.snapshot import (
     SPLIT_DISTRIBUTE,
@@ -107,3 +111,9 @@ def _plan(**statuses):
 
 
 RUN, END, FIN = TaskStatus.RUNNING, TaskStatus.ENDED_INPUT, TaskStatus.FINISHED
+
+
+def checkpoint_files(storage):
+    """``storage``'s files but the job's own notes (the ids handed out, the latest)."""
+    notes = {f"{storage.job_root}/{n}" for n in (RESERVED_IDS_FILE, LATEST_COMPLETED_FILE)}
+    return {p: d for p, d in storage.files.items() if p not in notes}

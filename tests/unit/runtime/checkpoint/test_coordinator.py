@@ -8,6 +8,7 @@ from flowray.state.snapshot import (
 )
 
 from tests.support.coordinator import (
+    checkpoint_files,
     ALL,
     JOB,
     MAP0,
@@ -113,7 +114,7 @@ def test_duplicate_unknown_and_discarded_acks():
     h.storage.write_file(late, b"late state")
     assert h.ack(cid, [MAP1]) == [AckResult.DISCARDED]
     assert h.coord.latest_completed() is None and h.coord.pending_ids() == []
-    assert h.storage.files == {}
+    assert checkpoint_files(h.storage) == {}
     assert h.gateway.completes == []
 
 
@@ -144,7 +145,7 @@ def test_timeout_expires_aborts_and_notifies():
     h.advance(1)
     assert h.coord.pending_ids() == []
     assert h.gateway.aborted(cid) == sorted((t.key, R.EXPIRED) for t in ALL)
-    assert h.storage.files == {}  # its directory is gone
+    assert checkpoint_files(h.storage) == {}  # its directory is gone
     rec = h.stats.history()[-1]
     assert rec["status"] == "FAILED" and rec["failure_reason"] == R.EXPIRED.value
     assert h.coord.consecutive_failures == 1 and h.failures == []

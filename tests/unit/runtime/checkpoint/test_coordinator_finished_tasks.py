@@ -19,6 +19,7 @@ from flowray.state.snapshot import (
 
 from flowray.common.clock import ManualClock
 from tests.support.coordinator import (
+    checkpoint_files,
     ALL,
     END,
     FIN,
@@ -72,7 +73,7 @@ def test_tasks_not_running_aborts_and_blocks_until_running():
     assert h.coord.pending_ids() == []
     assert h.stats.history()[-1]["failure_reason"] == R.TASK_FAILURE.value
     assert h.gateway.aborts == []     # the tasks are going away: nobody is told
-    assert h.storage.files == {}
+    assert checkpoint_files(h.storage) == {}
     assert h.failures == []
     h.advance(5000)
     assert h.coord.pending_ids() == []

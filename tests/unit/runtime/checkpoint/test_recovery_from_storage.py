@@ -8,6 +8,7 @@ import logging
 import pytest
 from flowray.runtime.checkpoint.completed import CompletedCheckpoint
 from flowray.runtime.checkpoint.coordinator import CheckpointRecoveryError
+from flowray.runtime.checkpoint.recovery import LATE_UPLOAD_SWEEP_MS
 from flowray.runtime.checkpoint.storage import (
     LATEST_COMPLETED_FILE,
     FsCheckpointStorage,
@@ -180,6 +181,64 @@ def test_a_savepoint_in_checkpoint_storage_is_not_mistaken_for_an_unreadable_che
 # -----------------------------------------------------------------------------------------
 # drop_damaged
 # -----------------------------------------------------------------------------------------
+
+def test_a_successor_starts_past_every_id_its_predecessor_handed_out():
+    """Checkpoint 4 was triggered but none of its tasks had written a file when the master
+    died (no chk-4 folder): the successor still does not reuse 4, where a late upload of
+    the dead master's tasks could land in the successor's checkpoint."""
+    h = completed_three()
+    assert h.trigger() == 4 and h.storage.list_incomplete() == []
+    again = successor(h)
+    assert again.coord.recover_from_storage().checkpoint_id == 3
+    assert again.coord.next_checkpoint_id == 5
+
+
+def _late_upload(storage, cid, name="v1-0.keyed"):
+    path = f"{storage.checkpoint_dir(cid)}/{name}"
+    storage.write_file(path, b"late")
+    return path
+
+
+def test_late_uploads_of_the_dead_master_are_swept_at_the_next_completions():
+    h = completed_three()
+    assert h.trigger() == 4
+    _late_upload(h.storage, 4)    # before the recovery's sweep: swept by it
+    again = successor(h)
+    again.coord.recover_from_storage()
+    assert h.storage.list_incomplete() == []
+    # the dead master's tasks go on uploading: checkpoint 4's file, an SST for it
+    _late_upload(again.storage, 4)
+    shared = f"{again.storage.shared_dir}/v1-0-000009.sst-c4-0123abcd"
+    again.storage.write_file(shared, b"sst")
+    # the successor's own checkpoint is under way: its uploads are not touched
+    again.coord.tasks_running(again.topology)
+    cid = again.trigger()
+    assert cid == 5
+    own = _late_upload(again.storage, cid, "v2-0.keyed")
+    own_shared = f"{again.storage.shared_dir}/v2-0-000010.sst-c5-4567abcd"
+    again.storage.write_file(own_shared, b"sst")
+    again.ack(cid)
+    assert again.coord.latest_completed().checkpoint_id == 5
+    assert files_of(again.storage, 4) == [] and shared not in again.storage.files
+    assert own in again.storage.files
+    # an unregistered file of this master's is the job end's to sweep, not this one's
+    assert own_shared in again.storage.files
+    # past LATE_UPLOAD_SWEEP_MS one last sweep, then none
+    again.clock.advance(LATE_UPLOAD_SWEEP_MS)
+    _late_upload(again.storage, 4)
+    again.coord.tasks_running(again.topology)
+    again.ack(again.trigger())
+    assert files_of(again.storage, 4) == []
+    _late_upload(again.storage, 4)
+    again.ack(again.trigger())
+    assert files_of(again.storage, 4) != []    # left for the job's end (discard_orphans)
+
+
+def test_a_master_that_never_restarted_sweeps_nothing_at_completions():
+    h = completed_three()
+    _late_upload(h.storage, 2, "stray")
+    assert h.coord.sweep_late_uploads() == 0
+
 
 def test_drop_damaged_makes_the_previous_checkpoint_the_latest():
     h = completed_three()
