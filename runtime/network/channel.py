@@ -13,6 +13,14 @@
   (``carries_batch_limit``) then has ``batch_limit == n`` (records per batch the consumer
   asks for; ``None``: no limit), which :class:`RecordWriter` follows.
 * An :class:`InputGate` waits until one of several readers has a frame.
+* Unaligned checkpoints (``supports_priority``; docs/internals/unaligned-checkpoints.md):
+  a writer in ``overdraft`` never blocks, it queues frames without a credit as *unsent*
+  and sends them as credits come back (:meth:`ChannelWriter.is_available`);
+  :meth:`ChannelWriter.write_priority` sends a barrier at once, ahead of the unsent frames
+  and without a credit. A reader's :meth:`ChannelReader.receive` takes in what has
+  arrived without blocking and returns the priority barriers in it, each taken out of
+  the stream with the record frames before it (or, when recording, since recording
+  started: :meth:`ChannelReader.start_recording`).
 
 Transports: :mod:`~flowray.runtime.network.in_process` (threads; unit tests and the local
 executor), :mod:`~flowray.runtime.network.socket_transport` (unix/TCP stream per channel),
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from flowray.runtime.network.elements import (
     Frame,
@@ -79,8 +87,27 @@ class ChannelWriter(abc.ABC):
     #: whether the consumer's announcements reach this writer
     carries_batch_limit: bool = False
 
+    #: priority barriers, overdraft and eager reading (unaligned checkpoints)
+    supports_priority: bool = False
+    #: never block in :meth:`write`: frames without a credit wait as unsent frames
+    overdraft: bool = False
+
     @abc.abstractmethod
     def write(self, frame: Frame) -> None: ...
+
+    def write_priority(self, frame: Frame) -> None:
+        """Send ``frame`` (a checkpoint barrier) now: ahead of the unsent frames, without
+        a credit."""
+        raise NotImplementedError(f"{type(self).__name__} has no priority path")
+
+    def is_available(self) -> bool:
+        """Send what the credits that came back allow; whether nothing is left unsent
+        (never blocks)."""
+        return True
+
+    def unsent(self) -> List[Frame]:
+        """The frames written but not sent yet (what a priority barrier overtakes)."""
+        return []
 
     @abc.abstractmethod
     def in_flight(self) -> int:
@@ -106,6 +133,23 @@ class ChannelReader(abc.ABC):
     def announce_batch_size(self, records: int) -> None:
         """Ask the producer for batches of at most ``records`` records (buffer
         debloating); a transport with no way back ignores it."""
+
+    def receive(self) -> List[Tuple[Any, List[bytes]]]:
+        """Take in what has arrived without blocking; every priority barrier in it, in
+        order, taken out of the stream, each with the encoded record frames before it:
+        since :meth:`start_recording` if recording (which then stops), else those not
+        polled yet. Nothing on a transport without a priority path."""
+        return []
+
+    def start_recording(self) -> None:
+        """Keep the encoded record frames not polled yet and those that arrive from now on
+        until the next priority barrier (its entry in :meth:`receive` returns them) or
+        :meth:`stop_recording`."""
+        raise NotImplementedError(f"{type(self).__name__} has no priority path")
+
+    def stop_recording(self) -> List[bytes]:
+        """Stop recording; what was recorded (empty if it was not)."""
+        return []
 
     @abc.abstractmethod
     def close(self) -> None: ...

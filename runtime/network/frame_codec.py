@@ -41,8 +41,8 @@ from flowray.runtime.network.elements import (
     WatermarkStatus,
 )
 
-__all__ = ["HEADER", "encode_frame", "frame_sequence_number", "decode_frame",
-           "RecordSerializationError"]
+__all__ = ["HEADER", "encode_frame", "encode_priority_barrier", "frame_sequence_number",
+           "decode_frame", "RecordSerializationError", "PRIORITY_BARRIER", "RECORD_KINDS"]
 
 
 # header: payload length (u64), kind (u8), sequence number (u64)
@@ -68,6 +68,11 @@ def _unpackb(body: Any) -> Any:
 _RECORDS, _RECORDS_KG, _WATERMARK, _EOP, _BARRIER, _CANCEL = 1, 2, 3, 4, 5, 6
 _RECORDS_TS, _RECORDS_KG_TS, _IDLE, _ACTIVE = 7, 8, 9, 10
 _ARROW = 11  # a batch of pyarrow.RecordBatch elements, as Arrow IPC (arrow_codec)
+#: an unaligned checkpoint's barrier: sent ahead of queued frames and without a credit,
+#: taken by the reader ahead of the frames before it (it returns no credit for it)
+PRIORITY_BARRIER = 12
+#: the kinds of frames that carry records (what channel state keeps)
+RECORD_KINDS = frozenset((_RECORDS, _RECORDS_KG, _RECORDS_TS, _RECORDS_KG_TS, _ARROW))
 
 #: a record without a timestamp, in the int64 array of a batch's timestamps
 _NO_TIMESTAMP = -(1 << 63)
@@ -152,6 +157,14 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
     return HEADER.pack(len(body), kind, seq) + body
 
 
+def encode_priority_barrier(barrier: CheckpointBarrier, seq: int) -> bytes:
+    """A barrier as a priority frame (:data:`PRIORITY_BARRIER`); it decodes to the same
+    :class:`CheckpointBarrier`."""
+    body = _packb([barrier.checkpoint_id, barrier.timestamp, barrier.is_savepoint,
+                   barrier.location])
+    return HEADER.pack(len(body), PRIORITY_BARRIER, seq) + body
+
+
 def frame_sequence_number(data: bytes) -> int:
     """The sequence number in an encoded frame's header."""
     return HEADER.unpack_from(data, 0)[2]
@@ -189,7 +202,7 @@ def decode_frame(kind: int, body: Any) -> Frame:
         return Watermark(_WM.unpack_from(body, 0)[0])
     if kind == _EOP:
         return EndOfPartition(body[0]) if len(body) else _EOP_FRAME
-    if kind == _BARRIER:
+    if kind == _BARRIER or kind == PRIORITY_BARRIER:
         cid, ts, is_savepoint, location = _unpackb(body)
         return CheckpointBarrier(int(cid), int(ts), bool(is_savepoint),
                                  None if location is None else str(location))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Deque, Dict, List, Optional, Sequence
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from flowray.runtime.network.channel import (
     ChannelClosedError,
@@ -19,11 +19,19 @@ from flowray.runtime.network.channel import (
     _SequenceChecker,
 )
 from flowray.runtime.network.elements import (
+    CheckpointBarrier,
     EndOfPartition,
     Frame,
     RecordBatch,
 )
-from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
+from flowray.runtime.network.frame_codec import (
+    HEADER,
+    PRIORITY_BARRIER,
+    RECORD_KINDS,
+    decode_frame,
+    encode_frame,
+    encode_priority_barrier,
+)
 
 __all__ = ["InProcessGate", "InProcessChannel"]
 
@@ -79,6 +87,7 @@ class InProcessChannel:
         self.gate = gate
         self._cond = threading.Condition()
         self._frames: Deque[bytes] = deque()
+        self._credited = 0   # frames in _frames that took a credit (not priority ones)
         self._writer_closed = False
         self._reader_closed = False
         self.writer = _InProcessWriter(self)
@@ -90,6 +99,7 @@ class InProcessChannel:
 
 class _InProcessWriter(ChannelWriter):
     carries_batch_limit = True  # the reader sets batch_limit directly
+    supports_priority = True
 
     def __init__(self, ch: InProcessChannel) -> None:
         self._ch = ch
@@ -98,31 +108,69 @@ class _InProcessWriter(ChannelWriter):
         self.stats = ChannelStats()
         self._seq = 0
         self.closed = False
+        self.overdraft = False
+        self._unsent: Deque[Frame] = deque()
 
     def in_flight(self) -> int:
-        return len(self._ch._frames)
+        return self._ch._credited
 
     def write(self, frame: Frame) -> None:
         if self.closed:
             raise ChannelClosedError(f"channel {self.channel_id}: write after close")
+        if self._unsent or (self.overdraft and self._ch._credited >= self._ch.credits):
+            if self.overdraft:
+                self._unsent.append(frame)
+                self.is_available()
+                return
+            self._send_unsent_blocking()
         data = encode_frame(frame, self._seq)
         self.push_encoded(data, len(frame) if type(frame) is RecordBatch else 0)
 
-    def push_encoded(self, data: bytes, records: int = 0) -> None:
+    def write_priority(self, frame: Frame) -> None:
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.channel_id}: write after close")
+        if type(frame) is not CheckpointBarrier:
+            raise TypeError(f"only a checkpoint barrier goes ahead of the queue, not {frame!r}")
+        self.push_encoded(encode_priority_barrier(frame, self._seq), credited=False)
+
+    def is_available(self) -> bool:
+        ch = self._ch
+        while self._unsent and ch._credited < ch.credits and not ch._reader_closed:
+            frame = self._unsent.popleft()
+            self.push_encoded(encode_frame(frame, self._seq),
+                              len(frame) if type(frame) is RecordBatch else 0)
+        return not self._unsent
+
+    def _send_unsent_blocking(self) -> None:
+        while self._unsent:
+            frame = self._unsent.popleft()
+            self.push_encoded(encode_frame(frame, self._seq),
+                              len(frame) if type(frame) is RecordBatch else 0)
+
+    def unsent(self) -> List[Frame]:
+        return list(self._unsent)
+
+    def await_taken(self, timeout_s: float) -> None:
+        if self._unsent and not self.closed:
+            self._send_unsent_blocking()
+
+    def push_encoded(self, data: bytes, records: int = 0, credited: bool = True) -> None:
         ch = self._ch
         with ch._cond:
-            if len(ch._frames) >= ch.credits:
+            if credited and ch._credited >= ch.credits:
                 self.stats.blocked += 1
                 t0 = time.monotonic()
                 self.stats.blocked_since = t0
-                while len(ch._frames) >= ch.credits and not ch._reader_closed:
+                while ch._credited >= ch.credits and not ch._reader_closed:
                     ch._cond.wait(0.5)
                 self.stats.blocked_ms += (time.monotonic() - t0) * 1000
                 self.stats.blocked_since = None
             if ch._reader_closed:
                 raise ChannelClosedError(f"channel {self.channel_id}: the reader is gone")
             ch._frames.append(data)
-            n = len(ch._frames)
+            if credited:
+                ch._credited += 1
+            n = ch._credited
         self._seq += 1
         st = self.stats
         st.frames += 1
@@ -149,6 +197,13 @@ class _InProcessReader(ChannelReader):
         self.channel_id = ch.channel_id
         self._seqs = _SequenceChecker(ch.channel_id)
         self._ended = False
+        # unaligned checkpoints (as the socket reader): the frames at the left of the
+        # queue already looked at, taken-out sequence numbers, the recording
+        self.eager = False
+        self._scanned = 0
+        self._excised: Set[int] = set()
+        self._recording: Optional[List[bytes]] = None
+        self._found: List[Tuple[Any, List[bytes]]] = []
 
     def has_frames(self) -> bool:
         return bool(self._ch._frames) or (self._ch._writer_closed and not self._ended)
@@ -156,6 +211,9 @@ class _InProcessReader(ChannelReader):
     def poll(self) -> Optional[Frame]:
         ch = self._ch
         with ch._cond:
+            if (self.eager or self._recording is not None) and ch._frames \
+                    and self._scanned == 0:
+                self._scan_locked()   # look at each frame before it is polled
             if not ch._frames:
                 if ch._writer_closed and not self._ended:
                     self._ended = True
@@ -165,8 +223,16 @@ class _InProcessReader(ChannelReader):
                     )
                 return None
             data = ch._frames.popleft()
+            if self._scanned:
+                self._scanned -= 1
+            length, kind, seq = HEADER.unpack_from(data, 0)
+            if kind != PRIORITY_BARRIER:
+                ch._credited -= 1
             ch._cond.notify_all()
-        length, kind, seq = HEADER.unpack_from(data, 0)
+        seqs = self._seqs
+        while seqs.expected in self._excised:
+            self._excised.discard(seqs.expected)
+            seqs.expected += 1
         self._seqs.check(seq)
         frame = decode_frame(kind, memoryview(data)[HEADER.size : HEADER.size + length])
         if type(frame) is EndOfPartition:
@@ -175,6 +241,46 @@ class _InProcessReader(ChannelReader):
 
     def announce_batch_size(self, records: int) -> None:
         self._ch.writer.batch_limit = max(1, int(records))
+
+    # -- unaligned checkpoints ---------------------------------------------------------
+    def receive(self) -> List[Tuple[Any, List[bytes]]]:
+        with self._ch._cond:
+            self._scan_locked()
+            found, self._found = self._found, []
+            if found:
+                self._ch._cond.notify_all()
+        return found
+
+    def start_recording(self) -> None:
+        with self._ch._cond:
+            frames = list(self._ch._frames)[:self._scanned]
+            self._recording = [d for d in frames if HEADER.unpack_from(d, 0)[1] in RECORD_KINDS]
+
+    def stop_recording(self) -> List[bytes]:
+        recorded, self._recording = self._recording, None
+        return recorded or []
+
+    def _scan_locked(self) -> None:
+        frames = self._ch._frames
+        i = self._scanned
+        while i < len(frames):
+            data = frames[i]
+            _, kind, seq = HEADER.unpack_from(data, 0)
+            if kind == PRIORITY_BARRIER:
+                barrier = decode_frame(kind, memoryview(data)[HEADER.size:])
+                if self._recording is not None:
+                    before, self._recording = self._recording, None
+                else:
+                    before = [d for d in list(frames)[:i]
+                              if HEADER.unpack_from(d, 0)[1] in RECORD_KINDS]
+                del frames[i]
+                self._excised.add(seq)
+                self._found.append((barrier, before))
+                continue
+            if self._recording is not None and kind in RECORD_KINDS:
+                self._recording.append(data)
+            i += 1
+        self._scanned = i
 
     def close(self) -> None:
         with self._ch._cond:

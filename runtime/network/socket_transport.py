@@ -36,12 +36,20 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Sequence
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 import msgpack
 
 from flowray.common.files import user_temp_dir
-from flowray.runtime.network.frame_codec import HEADER, decode_frame, encode_frame
+from flowray.runtime.network.frame_codec import (
+    HEADER,
+    PRIORITY_BARRIER,
+    RECORD_KINDS,
+    decode_frame,
+    encode_frame,
+    encode_priority_barrier,
+)
 from flowray.runtime.network.channel import (
     ChannelClosedError,
     ChannelError,
@@ -51,7 +59,12 @@ from flowray.runtime.network.channel import (
     InputGate,
     _SequenceChecker,
 )
-from flowray.runtime.network.elements import EndOfPartition, Frame, RecordBatch
+from flowray.runtime.network.elements import (
+    CheckpointBarrier,
+    EndOfPartition,
+    Frame,
+    RecordBatch,
+)
 from flowray.runtime.network.tls import TlsSettings, client_context, server_context
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
@@ -405,6 +418,7 @@ def _recv_nowait(sock: socket.socket) -> Optional[bytes]:
 
 class SocketChannelWriter(ChannelWriter):
     carries_batch_limit = True  # announcements arrive with the credits
+    supports_priority = True
 
     def __init__(self, channel_id: str, sock: socket.socket, credits: int) -> None:
         self.channel_id = channel_id
@@ -416,6 +430,12 @@ class SocketChannelWriter(ChannelWriter):
         self._pending_credit = b""
         self._ended = False  # end-of-partition sent
         self.closed = False
+        self.overdraft = False
+        self._unsent: Deque[Frame] = deque()  # written in overdraft, no credit yet
+
+    def fileno(self) -> int:
+        """The connection's descriptor: readable when credits came back."""
+        return self._sock.fileno()
 
     def in_flight(self) -> int:
         """Frames not yet taken by the reader (reads returned credits without blocking)."""
@@ -437,25 +457,70 @@ class SocketChannelWriter(ChannelWriter):
     def write(self, frame: Frame) -> None:
         if self.closed:
             raise ChannelClosedError(f"channel {self.channel_id}: write after close")
-        if self._available <= 0:
-            self.stats.blocked += 1
-            t0 = time.monotonic()
-            self.stats.blocked_since = t0
+        if self._unsent or self._available <= 0:
+            if self.overdraft:   # never block: it goes out when a credit comes back
+                self._unsent.append(frame)
+                self.is_available()
+                return
+            self._send_unsent_blocking()
+            self._await_credit()
+        self._send(frame, encode_frame(frame, self._seq), credited=True)
+
+    def _await_credit(self) -> None:
+        """Block until the reader returned a credit (back-pressure)."""
+        if self._available > 0:
+            return
+        self.stats.blocked += 1
+        t0 = time.monotonic()
+        self.stats.blocked_since = t0
+        try:
             while self._available <= 0:
                 data = self._sock.recv(4096)
                 if not data:
                     raise ChannelClosedError(
                         f"channel {self.channel_id}: the consumer closed the connection")
                 self._take_credits(data)
+        finally:
             self.stats.blocked_ms += (time.monotonic() - t0) * 1000
             self.stats.blocked_since = None
-        data = encode_frame(frame, self._seq)
+
+    def _send_unsent_blocking(self) -> None:
+        while self._unsent:
+            self._await_credit()
+            frame = self._unsent.popleft()
+            self._send(frame, encode_frame(frame, self._seq), credited=True)
+
+    def write_priority(self, frame: Frame) -> None:
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.channel_id}: write after close")
+        if type(frame) is not CheckpointBarrier:
+            raise TypeError(f"only a checkpoint barrier goes ahead of the queue, not {frame!r}")
+        self._send(frame, encode_priority_barrier(frame, self._seq), credited=False)
+
+    def is_available(self) -> bool:
+        if not self._unsent:
+            return True
+        while True:
+            data = _recv_nowait(self._sock)
+            if not data:
+                break
+            self._take_credits(data)
+        while self._unsent and self._available > 0:
+            frame = self._unsent.popleft()
+            self._send(frame, encode_frame(frame, self._seq), credited=True)
+        return not self._unsent
+
+    def unsent(self) -> List[Frame]:
+        return list(self._unsent)
+
+    def _send(self, frame: Frame, data: bytes, credited: bool) -> None:
         try:
             self._sock.sendall(data)
         except OSError as e:
             raise ChannelClosedError(f"channel {self.channel_id}: send failed: {e}") from e
         self._seq += 1
-        self._available -= 1
+        if credited:
+            self._available -= 1
         if type(frame) is EndOfPartition:
             self._ended = True
         st = self.stats
@@ -485,6 +550,8 @@ class SocketChannelWriter(ChannelWriter):
         are back): a TCP socket closed with credits unread, or one that credits arrive at
         after it closed, answers with a reset, and a reset may cost the reader the frames
         it has not read yet. Waiting counts as back-pressure, not as a hang."""
+        if self._unsent and not self.closed:
+            self._send_unsent_blocking()   # end-of-partition may be among them
         if not self._ended or self.closed:
             return
         deadline = time.monotonic() + timeout_s
@@ -527,6 +594,14 @@ class SocketChannelReader(ChannelReader):
         self._tls = isinstance(sock, ssl.SSLSocket)
         self._credit_out = b""  # credits not sent yet (the socket had no room)
         self.closed = False
+        # unaligned checkpoints: frames up to _scan were looked at for priority barriers;
+        # the sequence numbers of the ones taken out; the record frames being recorded
+        self._scan = 0
+        self._excised: Set[int] = set()
+        self._recording: Optional[List[bytes]] = None
+        self._found: List[Tuple[Any, List[bytes]]] = []   # for the next receive()
+        #: look at every frame for priority barriers before polling it (unaligned mode)
+        self.eager = False
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -570,23 +645,36 @@ class SocketChannelReader(ChannelReader):
         avail = len(buf) - pos
         if avail < HEADER.size:
             return None
+        if (self.eager or self._recording is not None) and self._scan <= pos:
+            # every frame is looked at before it is polled: a priority barrier is taken
+            # out (receive() returns it), a recorded frame is recorded
+            self._scan_buffer()
+            if self._scan <= pos:
+                return None   # the frame at pos is not whole yet
         length, kind, seq = HEADER.unpack_from(buf, pos)
         end = pos + HEADER.size + length
         if len(buf) < end:
             return None
-        self._seqs.check(seq)
+        seqs = self._seqs
+        while seqs.expected in self._excised:   # priority frames taken out earlier
+            self._excised.discard(seqs.expected)
+            seqs.expected += 1
+        seqs.check(seq)
         self.bytes_read += end - pos
         with memoryview(buf) as view:
             frame = decode_frame(kind, view[pos + HEADER.size:end])
         if end == len(buf):
             buf.clear()
             self._pos = 0
+            self._scan = 0
         elif end > _RECV_CHUNK:
             del buf[:end]
             self._pos = 0
+            self._scan = max(0, self._scan - end)
         else:
             self._pos = end
-        self._send_credit()
+        if kind != PRIORITY_BARRIER:   # a priority frame took no credit
+            self._send_credit()
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame
@@ -616,6 +704,73 @@ class SocketChannelReader(ChannelReader):
             return self.poll()
         self._buf += data
         return self._next_buffered()
+
+    # -- unaligned checkpoints ---------------------------------------------------------
+    def receive(self) -> List[Tuple[Any, List[bytes]]]:
+        if not self._eof and not self.closed:
+            while True:   # credits bound what the producer sends: this ends
+                try:
+                    data = self.sock.recv(_RECV_CHUNK)
+                    if self._tls and data:
+                        while self.sock.pending():
+                            data += self.sock.recv(self.sock.pending())
+                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    break
+                except OSError as e:
+                    raise ChannelClosedError(f"channel {self.channel_id}: {e}") from e
+                if not data:
+                    self._eof = True
+                    break
+                self._buf += data
+        self._scan_buffer()
+        found, self._found = self._found, []
+        return found
+
+    def start_recording(self) -> None:
+        self._recording = self._record_frames(self._pos, max(self._scan, self._pos))
+
+    def stop_recording(self) -> List[bytes]:
+        recorded, self._recording = self._recording, None
+        return recorded or []
+
+    def _record_frames(self, start: int, stop: int) -> List[bytes]:
+        """The encoded record frames between offsets ``start`` and ``stop`` of the
+        buffer (whole frames)."""
+        out, buf, pos = [], self._buf, start
+        while pos < stop:
+            length, kind, _ = HEADER.unpack_from(buf, pos)
+            end = pos + HEADER.size + length
+            if kind in RECORD_KINDS:
+                out.append(bytes(buf[pos:end]))
+            pos = end
+        return out
+
+    def _scan_buffer(self) -> None:
+        """Look at the whole frames not looked at yet: take priority barriers out (for
+        the next :meth:`receive`), record record frames while recording."""
+        found = self._found
+        buf = self._buf
+        pos = max(self._scan, self._pos)
+        while len(buf) - pos >= HEADER.size:
+            length, kind, seq = HEADER.unpack_from(buf, pos)
+            end = pos + HEADER.size + length
+            if len(buf) < end:
+                break
+            if kind == PRIORITY_BARRIER:
+                with memoryview(buf) as view:
+                    barrier = decode_frame(kind, view[pos + HEADER.size:end])
+                if self._recording is not None:
+                    before, self._recording = self._recording, None
+                else:
+                    before = self._record_frames(self._pos, pos)
+                del buf[pos:end]
+                self._excised.add(seq)
+                found.append((barrier, before))
+                continue
+            if self._recording is not None and kind in RECORD_KINDS:
+                self._recording.append(bytes(buf[pos:end]))
+            pos = end
+        self._scan = pos
 
     def close(self) -> None:
         if self.closed:
