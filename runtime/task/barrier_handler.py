@@ -29,7 +29,7 @@ An ended channel (end-of-partition) counts as aligned for every checkpoint from 
 (['a'], 1)
 >>> clock.advance(5)
 >>> h.on_barrier("b", CheckpointBarrier(1, 1000))
-[TriggerCheckpoint(barrier=CheckpointBarrier(checkpoint_id=1, ...), alignment_ms=5.0)]
+[TriggerCheckpoint(barrier=CheckpointBarrier(checkpoint_id=1, ...), alignment_ms=5.0, unaligned=False, ...)]
 >>> h.is_blocked("a"), h.pending_checkpoint, h.latest_checkpoint_id
 (False, None, 1)
 """
@@ -49,10 +49,12 @@ __all__ = [
     "AbortReason",
     "TriggerCheckpoint",
     "AbortCheckpoint",
+    "ChannelStateComplete",
     "Action",
     "BarrierHandler",
     "AlignedBarrierHandler",
     "TrackingBarrierHandler",
+    "UnalignedBarrierHandler",
     "create_barrier_handler",
 ]
 
@@ -71,10 +73,25 @@ class TriggerCheckpoint:
 
     ``alignment_ms``: time from the first barrier (or direct trigger) of this checkpoint at
     this task to its completion, by the handler's clock; 0 when a single event completed it.
+
+    ``unaligned``: an unaligned checkpoint. The barrier goes downstream ahead of the
+    output's queued frames (which are kept as output channel state), and ``recording``
+    names the input channels whose barrier has not come yet. What arrives on them until
+    it comes is input channel state; :class:`ChannelStateComplete` says when all came.
     """
 
     barrier: CheckpointBarrier
     alignment_ms: float
+    unaligned: bool = False
+    recording: FrozenSet[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ChannelStateComplete:
+    """Every input's barrier of unaligned checkpoint ``checkpoint_id`` has come (or the
+    input ended): its input channel state is whole."""
+
+    checkpoint_id: int
 
 
 @dataclass(frozen=True)
@@ -85,7 +102,7 @@ class AbortCheckpoint:
     reason: AbortReason
 
 
-Action = Union[TriggerCheckpoint, AbortCheckpoint]
+Action = Union[TriggerCheckpoint, AbortCheckpoint, ChannelStateComplete]
 
 
 class BarrierHandler(abc.ABC):
@@ -432,19 +449,159 @@ class TrackingBarrierHandler(BarrierHandler):
             break
 
 
+class UnalignedBarrierHandler(AlignedBarrierHandler):
+    """``EXACTLY_ONCE`` with unaligned checkpoints (Flink's ``SingleCheckpointBarrierHandler``
+    in unaligned mode; docs/internals/unaligned-checkpoints.md).
+
+    The first barrier of a checkpoint triggers it at once, unaligned: nothing is blocked,
+    and the channels whose barrier has not come are recorded until it does (then
+    :class:`ChannelStateComplete`). ``aligned_timeout_ms`` > 0 starts each checkpoint
+    aligned and switches it to unaligned once its barrier is that old (now minus the
+    barrier's trigger timestamp, checked at each event and at :meth:`on_time`): the
+    channels that delivered the barrier already are not recorded. Savepoints are always
+    aligned. A newer barrier, or a cancellation marker, aborts the checkpoint under way,
+    aligning or recording.
+
+    >>> from flowray.common.clock import ManualClock
+    >>> h = UnalignedBarrierHandler(["a", "b"], ManualClock())
+    >>> h.on_barrier("a", CheckpointBarrier(1, 0))
+    [TriggerCheckpoint(barrier=..., alignment_ms=0.0, unaligned=True, recording=frozenset({'b'}))]
+    >>> h.is_blocked("a"), h.recording_channels
+    (False, frozenset({'b'}))
+    >>> h.on_barrier("b", CheckpointBarrier(1, 0))
+    [ChannelStateComplete(checkpoint_id=1)]
+    """
+
+    def __init__(self, channel_ids: Iterable[str], clock: Clock,
+                 aligned_timeout_ms: int = 0) -> None:
+        super().__init__(channel_ids, clock)
+        if aligned_timeout_ms < 0:
+            raise ValueError(f"the aligned checkpoint timeout must not be negative, got "
+                             f"{aligned_timeout_ms}")
+        self.aligned_timeout_ms = aligned_timeout_ms
+        self._recording: Set[str] = set()   # owe the barrier of the unaligned _latest_id
+        self._unaligned = False             # _latest_id was triggered unaligned
+
+    # -- events -----------------------------------------------------------------------
+    def on_barrier(self, channel_id: str, barrier: CheckpointBarrier) -> List[Action]:
+        self._check_open(channel_id, f"barrier {barrier.checkpoint_id}")
+        n = barrier.checkpoint_id
+        if self._unaligned and n == self._latest_id:
+            return self._arrived(channel_id)
+        if n <= self._latest_id and not self._pending:
+            return []
+        actions = self._end_recording(AbortReason.SUBSUMED_BY_NEWER_BARRIER) \
+            if n > self._latest_id else []
+        actions += super().on_barrier(channel_id, barrier)
+        self._maybe_switch(actions)
+        return actions
+
+    def on_cancel_marker(self, channel_id: str, checkpoint_id: int) -> List[Action]:
+        if self._unaligned and checkpoint_id >= self._latest_id:
+            self._check_open(channel_id, f"cancellation marker {checkpoint_id}")
+            actions = self._end_recording(
+                AbortReason.CANCELLATION_MARKER if checkpoint_id == self._latest_id
+                else AbortReason.SUBSUMED_BY_NEWER_BARRIER)
+            if checkpoint_id > self._latest_id:
+                actions.append(AbortCheckpoint(checkpoint_id, AbortReason.CANCELLATION_MARKER))
+                self._latest_id = checkpoint_id
+            return actions
+        return super().on_cancel_marker(channel_id, checkpoint_id)
+
+    def on_end_of_partition(self, channel_id: str) -> List[Action]:
+        if self._unaligned:
+            self._check_open(channel_id, "end of partition")
+            self._open.discard(channel_id)
+            return self._arrived(channel_id)
+        actions = super().on_end_of_partition(channel_id)
+        self._maybe_switch(actions)
+        return actions
+
+    def on_direct_trigger(self, checkpoint_id: int, timestamp: int,
+                          is_savepoint: bool = False,
+                          location: Optional[str] = None) -> List[Action]:
+        n = checkpoint_id
+        if n <= self._latest_id and not self._pending:
+            return []
+        actions = self._end_recording(AbortReason.SUBSUMED_BY_NEWER_BARRIER) \
+            if n > self._latest_id else []
+        actions += super().on_direct_trigger(n, timestamp, is_savepoint, location)
+        self._maybe_switch(actions)
+        return actions
+
+    def on_time(self) -> List[Action]:
+        """Switch an alignment that has taken longer than the timeout to unaligned."""
+        actions: List[Action] = []
+        self._maybe_switch(actions)
+        return actions
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def pending_checkpoint(self) -> Optional[int]:
+        return self._latest_id if (self._pending or self._unaligned) else None
+
+    @property
+    def recording_channels(self) -> FrozenSet[str]:
+        """The input channels whose barrier of the unaligned checkpoint has not come."""
+        return frozenset(self._recording)
+
+    # -- internals ----------------------------------------------------------------------
+    def _maybe_complete(self, actions: List[Action]) -> None:
+        self._maybe_switch(actions)   # unaligned when due, even if every input is aligned
+        super()._maybe_complete(actions)
+
+    def _maybe_switch(self, actions: List[Action]) -> None:
+        """An aligned (non-savepoint) checkpoint becomes unaligned: at once without a
+        timeout, else once its barrier is older than the timeout."""
+        barrier = self._barrier
+        if not self._pending or barrier is None or barrier.is_savepoint:
+            return
+        if self.aligned_timeout_ms and \
+                self._clock.now_ms() - barrier.timestamp < self.aligned_timeout_ms:
+            return
+        alignment_ms = max(0.0, float(self._clock.monotonic_ms() - self._start_ms))
+        waiting = self._open - self._received
+        self._reset()
+        self._unaligned = True
+        self._recording = set(waiting)
+        actions.append(TriggerCheckpoint(barrier, alignment_ms, unaligned=True,
+                                         recording=frozenset(waiting)))
+        if not waiting:
+            actions.extend(self._arrived(None))
+
+    def _arrived(self, channel_id: Optional[str]) -> List[Action]:
+        self._recording.discard(channel_id)  # type: ignore[arg-type]
+        if self._recording or not self._unaligned:
+            return []
+        self._unaligned = False
+        return [ChannelStateComplete(self._latest_id)]
+
+    def _end_recording(self, reason: AbortReason) -> List[Action]:
+        """Abort the unaligned checkpoint still recording, if any."""
+        if not self._unaligned:
+            return []
+        self._unaligned = False
+        self._recording = set()
+        return [AbortCheckpoint(self._latest_id, reason)]
+
+
 _MODES: Dict[str, Type[BarrierHandler]] = {
     "EXACTLY_ONCE": AlignedBarrierHandler,
     "AT_LEAST_ONCE": TrackingBarrierHandler,
 }
 
 
-def create_barrier_handler(mode: str, channel_ids: Iterable[str],
-                           clock: Clock) -> BarrierHandler:
-    """The handler for checkpointing ``mode``: ``"EXACTLY_ONCE"`` (aligned) or
-    ``"AT_LEAST_ONCE"`` (tracking); case and ``-``/``_`` are not significant."""
+def create_barrier_handler(mode: str, channel_ids: Iterable[str], clock: Clock,
+                           unaligned: bool = False,
+                           aligned_timeout_ms: int = 0) -> BarrierHandler:
+    """The handler for checkpointing ``mode``: ``"EXACTLY_ONCE"`` (aligned, or unaligned
+    with ``unaligned``) or ``"AT_LEAST_ONCE"`` (tracking); case and ``-``/``_`` are not
+    significant."""
     key = str(mode).strip().upper().replace("-", "_")
     cls = _MODES.get(key)
     if cls is None:
         raise ValueError(f"unknown checkpointing mode {mode!r}; "
                          f"expected one of {sorted(_MODES)}")
+    if unaligned and cls is AlignedBarrierHandler:
+        return UnalignedBarrierHandler(channel_ids, clock, aligned_timeout_ms)
     return cls(channel_ids, clock)
