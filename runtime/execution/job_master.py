@@ -563,6 +563,9 @@ class JobMaster(TaskDeployer):
         self.events.put(lambda: self.scheduler.on_decline(
             attempt, subtask, checkpoint_id, reason, message))
 
+    def task_initialized(self, attempt, subtask) -> None:
+        self.events.put(lambda: self.scheduler.on_task_initialized(attempt, subtask))
+
     def task_ended_input(self, attempt, subtask) -> None:
         self.events.put(lambda: self.scheduler.on_ended_input(attempt, subtask))
 

@@ -126,6 +126,9 @@ class _Responder(CheckpointResponder):
         self.events.put(lambda: self.scheduler().on_decline(
             self.attempt, subtask, checkpoint_id, reason, message))
 
+    def task_initialized(self, subtask) -> None:
+        self.events.put(lambda: self.scheduler().on_task_initialized(self.attempt, subtask))
+
     def task_ended_input(self, subtask) -> None:
         self.events.put(lambda: self.scheduler().on_ended_input(self.attempt, subtask))
 

@@ -146,6 +146,9 @@ class _RayResponder(CheckpointResponder):
         self._sent(self.master.decline_checkpoint.remote(
             self.attempt, subtask, checkpoint_id, reason, message))
 
+    def task_initialized(self, subtask) -> None:
+        self._sent(self.master.task_initialized.remote(self.attempt, subtask))
+
     def task_ended_input(self, subtask) -> None:
         self._sent(self.master.task_ended_input.remote(self.attempt, subtask))
 

@@ -416,8 +416,11 @@ class JobScheduler:
         for detector in self.loops.values():   # the tasks start counting again
             if detector.tasks & set(subtasks):
                 detector.reset()
+        # the coordinator counts a task as running once it says it has initialized
+        # (channels connected, state restored): checkpoints wait for that, and the first
+        # one comes an interval after the last task is up, not an interval after the
+        # deploy request (when processes may still be starting)
         self.deployer.deploy(self.attempt, descriptors)
-        self.coordinator.tasks_running(subtasks)
 
     def cancel(self) -> None:
         # as Flink: a job already FAILING stays failing (its cause must not be reported
@@ -487,6 +490,11 @@ class JobScheduler:
             except KeyError:
                 why = CheckpointFailureReason.DECLINED
             self.coordinator.receive_decline(subtask, checkpoint_id, why, message)
+
+    def on_task_initialized(self, attempt: int, subtask: SubtaskId) -> None:
+        """The task is up (Flink's INITIALIZING -> RUNNING): checkpoints may include it."""
+        if self._current(attempt, subtask) and self.states.get(subtask) is TaskState.RUNNING:
+            self.coordinator.tasks_running([subtask])
 
     def on_ended_input(self, attempt: int, subtask: SubtaskId) -> None:
         if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:

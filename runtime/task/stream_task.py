@@ -280,6 +280,7 @@ class StreamTask:
         self.state = TaskState.RUNNING
         try:
             self._setup()
+            self.env.responder.task_initialized(self.tdd.subtask)
             if self.tdd.num_inputs == 0:
                 self._run_source()
             else:

@@ -43,6 +43,10 @@ class CheckpointResponder:
                            message: str) -> None:
         pass
 
+    def task_initialized(self, subtask: SubtaskId) -> None:
+        """The task has connected its channels, restored its state and opened its
+        operators (Flink's RUNNING after INITIALIZING): it can take a checkpoint now."""
+
     def task_ended_input(self, subtask: SubtaskId) -> None:
         """The task's input ended and its operators finished; it waits for a checkpoint
         to complete before it finishes (its two-phase-commit sinks commit then)."""

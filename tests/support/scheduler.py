@@ -60,8 +60,28 @@ class SchedulerHarness:
         self.sched = JobScheduler(JOB, job_name, eg, plan_bytes, self.deployer,
                                   self.clock, config, restart_strategy=restart_strategy,
                                   storage=self.storage)
+        self._initialize_on_deploy()
         if start:
             self.sched.start()
+
+    def _initialize_on_deploy(self):
+        """Deployed tasks say at once that they have initialized (as real tasks do once
+        their channels are connected), unless a test sets ``initialize_on_deploy``
+        False to say it itself (:meth:`initialized`)."""
+        self.initialize_on_deploy = True
+        deploy = self.deployer.deploy
+
+        def deploy_and_initialize(attempt, descriptors):
+            deploy(attempt, descriptors)
+            if self.initialize_on_deploy:
+                for d in descriptors:
+                    self.sched.on_task_initialized(attempt, d.subtask)
+
+        self.deployer.deploy = deploy_and_initialize
+
+    def initialized(self, *subtasks):
+        for s in subtasks:
+            self.sched.on_task_initialized(self.sched.attempts[s], s)
 
     def result(self, subtask, state, failure=None, attempt=None, metrics=None):
         raise NotImplementedError

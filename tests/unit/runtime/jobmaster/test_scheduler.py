@@ -54,6 +54,28 @@ def test_start_deploys_every_subtask_at_attempt_0_without_restore_state():
     assert h.sched.coordinator.next_trigger_ms == INTERVAL_MS
 
 
+def test_checkpoints_wait_for_every_task_to_initialize_and_come_an_interval_later():
+    """A task counts as running for checkpoints once it says it has initialized
+    (connected, restored), as Flink's INITIALIZING -> RUNNING: the first checkpoint does
+    not include the start of the task processes (it took 6-13 s on a fresh machine while
+    later ones took tens of ms)."""
+    h = Harness(start=False)
+    h.initialize_on_deploy = False
+    h.sched.start()
+    assert h.sched.coordinator.next_trigger_ms is None
+    assert all(h.sched.coordinator.statuses[s] is TaskStatus.NOT_RUNNING for s in ALL)
+    h.advance(5 * INTERVAL_MS)
+    assert h.deployer.triggers == []                # processes still starting
+    h.initialized(SRC, SUM0)
+    h.advance(INTERVAL_MS)
+    assert h.deployer.triggers == []                # SUM1 is not up yet
+    h.advance(3_000)
+    h.initialized(SUM1)
+    assert h.sched.coordinator.next_trigger_ms == h.clock.monotonic_ms() + INTERVAL_MS
+    h.advance(INTERVAL_MS)
+    assert [t[1] for t in h.deployer.triggers] == [1]
+
+
 def test_all_finished_results_finish_the_job_and_shut_the_coordinator_down():
     h = Harness()
     deployed = h.clock.now_ms()

@@ -73,6 +73,7 @@ class Harness(JobsHarness):
                                   scheduler_config() if config is None else config,
                                   storage=self.storage,
                                   initial_checkpoint=initial_checkpoint)
+        self._initialize_on_deploy()
         self.sched.start()
 
     def end_inputs(self):
