@@ -32,6 +32,9 @@ __all__ = [
     "OperatorSubtaskState",
     "OperatorStateHandle",
     "TaskStateSnapshot",
+    "InFlightData",
+    "INPUT_SIDE",
+    "OUTPUT_SIDE",
     "shared_file_name",
     "checkpoint_of_shared_file",
 ]
@@ -140,6 +143,30 @@ class OperatorSubtaskState:
                              f"{type(e).__name__}: {e}") from e
 
 
+INPUT_SIDE = "input"    # in flight to the consumer, arrived before its barrier
+OUTPUT_SIDE = "output"  # still queued at the producer, overtaken by its barrier
+
+
+@dataclass
+class InFlightData:
+    """Records in flight on one channel at an unaligned checkpoint (channel state;
+    docs/internals/unaligned-checkpoints.md), as encoded record frames, oldest first.
+
+    ``exchange``: the exchange's stable name, ``(producer vertex's first operator uid,
+    consumer vertex's first operator uid, consumer input index)``, so a rebuilt graph
+    finds it. ``producer``/``consumer``: the channel's old subtask indexes. ``side``:
+    :data:`INPUT_SIDE` (kept by the consumer) or :data:`OUTPUT_SIDE` (by the producer)."""
+
+    exchange: Tuple[str, str, int]
+    producer: int
+    consumer: int
+    side: str
+    frames: List[bytes] = field(default_factory=list)
+
+    def size(self) -> int:
+        return sum(len(f) for f in self.frames)
+
+
 @dataclass
 class TaskStateSnapshot:
     """State of every operator of one subtask, keyed by operator uid.
@@ -149,7 +176,8 @@ class TaskStateSnapshot:
     subtask's input ended (the final checkpoint); ``drained``: its operators finished
     then (False after a stop-with-savepoint without drain: a restore runs them on).
     ``file_checksums``: path -> (size, CRC-32) of every file the snapshot needs, checked
-    on restore (:mod:`flowray.state.checksums`).
+    on restore (:mod:`flowray.state.checksums`). ``in_flight``: the channel state of an
+    unaligned checkpoint.
     """
 
     operators: Dict[str, OperatorSubtaskState] = field(default_factory=dict)
@@ -157,13 +185,17 @@ class TaskStateSnapshot:
     input_ended: bool = False
     drained: bool = True
     file_checksums: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+    #: channel state of an unaligned checkpoint (empty for an aligned one)
+    in_flight: List[InFlightData] = field(default_factory=list)
 
     @staticmethod
     def finished_task() -> "TaskStateSnapshot":
         return TaskStateSnapshot({}, finished=True)
 
     def state_size(self) -> int:
-        return sum(o.size() for o in self.operators.values())
+        # (a snapshot pickled before channel state existed has no in_flight)
+        return sum(o.size() for o in self.operators.values()) + \
+            sum(d.size() for d in getattr(self, "in_flight", ()))
 
 
 _SHARED_CHECKPOINT = re.compile(r"-c(\d+)-[0-9a-f]{8}$")
