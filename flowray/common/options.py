@@ -67,6 +67,10 @@ __all__ = [
     "CHECKPOINTING_MAX_CONCURRENT",
     "CHECKPOINTING_TOLERABLE_FAILURES",
     "CHECKPOINTING_UNALIGNED",
+    "CHECKPOINTING_UNALIGNED_ENABLED",
+    "CHECKPOINTING_ALIGNED_TIMEOUT",
+    "CHECKPOINTING_UNALIGNED_FORCED",
+    "unaligned_checkpoints_enabled",
     "CHECKPOINTS_RETENTION",
     "STATE_BACKEND_TYPE",
     "ROCKSDB_LOCAL_DIR",
@@ -480,13 +484,47 @@ CHECKPOINTING_TOLERABLE_FAILURES = register_option(
     check=_bounded(0, 10_000, below="must not be negative"),
 )
 
+CHECKPOINTING_UNALIGNED_ENABLED = register_option(
+    "execution.checkpointing.unaligned.enabled",
+    parse_bool,
+    False,
+    "Unaligned checkpoints (FLIP-76): a barrier overtakes the records in flight, which "
+    "are stored with the checkpoint, so checkpoints stay fast under back-pressure. "
+    "Savepoints stay aligned. EXACTLY_ONCE mode only.",
+)
+
 CHECKPOINTING_UNALIGNED = register_option(
     "execution.checkpointing.unaligned",
     parse_bool,
     False,
-    "Unaligned checkpoints (not supported: must be false).",
-    check=lambda v: "unaligned checkpoints are not supported yet" if v else None,
+    "Deprecated name of execution.checkpointing.unaligned.enabled (read when that key "
+    "is not set).",
 )
+
+CHECKPOINTING_ALIGNED_TIMEOUT = register_option(
+    "execution.checkpointing.aligned-checkpoint-timeout",
+    parse_duration_ms,
+    0,
+    "With unaligned checkpoints: a checkpoint starts aligned at each task and switches to "
+    "unaligned once its barrier is this old (0: unaligned at once).",
+    check=_bounded(0, _DAY_MS, _show_ms, "must not be negative"),
+)
+
+CHECKPOINTING_UNALIGNED_FORCED = register_option(
+    "execution.checkpointing.unaligned.forced",
+    parse_bool,
+    False,
+    "Unaligned checkpoints also for the tasks of iterations (their loops are otherwise "
+    "checkpointed aligned).",
+)
+
+
+def unaligned_checkpoints_enabled(config: "Configuration") -> bool:
+    """``execution.checkpointing.unaligned.enabled``, or its deprecated name when only
+    that is set."""
+    if config.contains_key(CHECKPOINTING_UNALIGNED_ENABLED.key):
+        return bool(config.get(CHECKPOINTING_UNALIGNED_ENABLED))
+    return bool(config.get(CHECKPOINTING_UNALIGNED))
 
 
 CHECKPOINTS_RETENTION = register_option(

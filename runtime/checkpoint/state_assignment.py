@@ -35,7 +35,7 @@ flowray.runtime.checkpoint.state_assignment.StateAssignmentError: checkpoint 7 h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from flowray.state.key_groups import compute_key_group_range_for_operator_index
 from flowray.state.snapshot import KeyedStateHandle, OperatorSubtaskState, TaskStateSnapshot
@@ -92,6 +92,9 @@ class TaskRestore:
     file_checksums: Dict[str, Tuple[int, int]] = field(default_factory=dict)
     claimed: bool = True
     location: Optional[str] = None
+    #: records in flight at an unaligned checkpoint that this subtask replays first
+    #: (:class:`~flowray.runtime.checkpoint.channel_state.RecoveredInput`)
+    in_flight: List[Any] = field(default_factory=list)
 
     def keyed_handles(self) -> List[KeyedStateHandle]:
         return [h for op in self.operators.values() for h in op.keyed]

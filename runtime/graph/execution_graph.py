@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from flowray.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 
 from flowray.runtime.graph.job_graph import JobEdge, JobGraph, JobVertex
-from flowray.runtime.network.partitioners import rescale_pairs
+from flowray.runtime.network.partitioners import KeyGroupStreamPartitioner, rescale_pairs
 
 __all__ = ["SubtaskId", "InputChannelSpec", "OutputEdgeSpec", "ResultPartitionSpec",
            "TaskDeploymentDescriptor", "ExecutionGraph", "channel_id"]
@@ -32,6 +32,20 @@ def channel_id(edge_id: str, producer: int, consumer: int) -> str:
     return f"{edge_id}/{producer}->{consumer}"
 
 
+def _first_uid(vertex: "JobVertex") -> str:
+    return str(vertex.plan.operators[vertex.node_ids[0]].uid or vertex.id)
+
+
+def _is_keyed(edge: "JobEdge") -> bool:
+    return isinstance(edge.partitioner, KeyGroupStreamPartitioner)
+
+
+def _aligned_only(edge: "JobEdge") -> bool:
+    """Broadcast exchanges and back edges are checkpointed aligned: a broadcast record in
+    flight cannot be split among rescaled consumers, and a loop keeps its own log."""
+    return bool(edge.partitioner.is_broadcast or edge.is_feedback)
+
+
 @dataclass(frozen=True)
 class InputChannelSpec:
     channel_id: str
@@ -42,6 +56,13 @@ class InputChannelSpec:
     feedback: bool = False
     #: the iteration whose cycle the channel is on (its head's vertex id), else None
     loop: Optional[str] = None
+    #: the exchange's stable name for channel state: (producer vertex's first operator
+    #: uid, consumer vertex's first operator uid, input index)
+    exchange: Tuple[str, str, int] = ("", "", 0)
+    #: records cross it by key group (channel state is split by key group on rescale)
+    keyed: bool = False
+    #: checkpointed aligned even when checkpoints are unaligned (broadcast, as Flink)
+    aligned_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +73,10 @@ class OutputEdgeSpec:
     blocking: bool = False
     #: the iteration whose cycle the edge is on (its head's vertex id), else None
     loop: Optional[str] = None
+    #: the exchange's stable name for channel state (see InputChannelSpec.exchange)
+    exchange: Tuple[str, str, int] = ("", "", 0)
+    #: checkpointed aligned even when checkpoints are unaligned (broadcast, as Flink)
+    aligned_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,8 +167,16 @@ class ExecutionGraph:
                     out.append(InputChannelSpec(channel_id(edge.id, p, c), edge.input_index,
                                                 SubtaskId(edge.source_vertex, p),
                                                 edge.result_type == "blocking",
-                                                edge.is_feedback, edge.loop))
+                                                edge.is_feedback, edge.loop,
+                                                self.exchange_name(edge),
+                                                _is_keyed(edge), _aligned_only(edge)))
         return out
+
+    def exchange_name(self, edge: "JobEdge") -> Tuple[str, str, int]:
+        """The stable name channel state is filed under: the first operator uid of the
+        producer and of the consumer vertex, and the consumer's input index."""
+        return (_first_uid(self.vertices[edge.source_vertex]),
+                _first_uid(self.vertices[edge.target_vertex]), edge.input_index)
 
     def output_edges(self, subtask: SubtaskId) -> List[OutputEdgeSpec]:
         out = []
@@ -151,7 +184,8 @@ class ExecutionGraph:
             chans = tuple((channel_id(edge.id, p, c), SubtaskId(edge.target_vertex, c))
                           for p, c in self._pairs(edge) if p == subtask.index)
             out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking",
-                                      edge.loop))
+                                      edge.loop, self.exchange_name(edge),
+                                      _aligned_only(edge)))
         return out
 
     def result_partitions(self) -> List[ResultPartitionSpec]:

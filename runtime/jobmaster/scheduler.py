@@ -26,7 +26,7 @@ coordinator about checkpoints, and carries out their answers.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from flowray.runtime.checkpoint.completed import CompletedCheckpoint
 from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator, SavepointCallback
@@ -39,6 +39,7 @@ from flowray.runtime.checkpoint.state_assignment import (
     assign_task_states,
     vertex_layouts,
 )
+from flowray.runtime.checkpoint.channel_state import Exchange, assign_in_flight
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import (
     JOB_FILE,
@@ -47,6 +48,7 @@ from flowray.runtime.checkpoint.storage import (
     CheckpointStorage,
     checkpoint_storage_from_config,
 )
+from flowray.runtime.network.partitioners import KeyGroupStreamPartitioner
 from flowray.runtime.graph.execution_graph import (
     ExecutionGraph,
     ResultPartitionSpec,
@@ -193,6 +195,10 @@ class JobScheduler:
         #: subtasks that finished in some attempt: their sinks committed all they will
         #: ever get (a re-run of one that restores no checkpoint drops its sinks' records)
         self._output_committed: Set[SubtaskId] = set()
+        #: deployed but not initialized yet (not running for the coordinator), and the
+        #: savepoint and checkpoint requests that wait for them
+        self._initializing: Set[SubtaskId] = set()
+        self._waiting_requests: List[Callable[[], None]] = []
         # scheduling goes region by region whatever the failover strategy
         self.regions = [frozenset(r) for r in compute_pipelined_regions(self.topology)]
         root = conf.get(BLOCKING_PARTITIONS_DIR)
@@ -309,9 +315,24 @@ class JobScheduler:
             return None
         return savepoint_directory(target, self.job_id)
 
+    def _wait_for_initialization(self, request: Callable[[], None]) -> bool:
+        """A request made while deployed tasks are still initializing runs once they
+        are up (True), instead of failing as 'not all tasks running'."""
+        if self._initializing and self.status is JobStatus.RUNNING:
+            self._waiting_requests.append(request)
+            return True
+        return False
+
+    def _run_waiting_requests(self) -> None:
+        requests, self._waiting_requests = self._waiting_requests, []
+        for request in requests:
+            request()
+
     def trigger_savepoint(self, target_dir: Optional[str], on_done: SavepointCallback) -> None:
         """Take a savepoint into a new directory under ``target_dir`` (or
         ``state.savepoints.dir``); ``on_done(directory, None)`` or ``(None, error)``."""
+        if self._wait_for_initialization(lambda: self.trigger_savepoint(target_dir, on_done)):
+            return
         location = self._savepoint_target(target_dir, "take a savepoint", on_done)
         if location is not None:
             self.coordinator.trigger_savepoint(location, on_done)
@@ -321,6 +342,8 @@ class JobScheduler:
         None)`` or ``(None, error)``."""
         if self.storage is None:
             on_done(None, "cannot take a checkpoint: checkpointing is not enabled")
+            return
+        if self._wait_for_initialization(lambda: self.trigger_checkpoint(on_done)):
             return
         if self.status is not JobStatus.RUNNING:
             on_done(None, f"cannot take a checkpoint: the job is {self.status.value}")
@@ -332,6 +355,9 @@ class JobScheduler:
         """Stop the sources (``drain``: as if their input ended, so timers and windows
         fire), take a final savepoint, let sinks commit, and finish the job. If the
         savepoint fails, the job fails over and runs on."""
+        if self._wait_for_initialization(
+                lambda: self.stop_with_savepoint(target_dir, drain, on_done)):
+            return
         location = self._savepoint_target(target_dir, "stop with a savepoint", on_done)
         if location is None:
             return
@@ -355,11 +381,34 @@ class JobScheduler:
         if self._assigned is None or self._assigned[0] is not checkpoint:
             own = checkpoint is not self.initial_checkpoint
             location = None if own else checkpoint.external_path.rsplit("/", 1)[0]
-            self._assigned = (checkpoint, assign_task_states(
+            assigned = assign_task_states(
                 checkpoint, self.layouts, self.allow_non_restored_state, claimed=own,
-                location=location))
+                location=location)
+            in_flight = assign_in_flight(checkpoint.task_states.values(),
+                                         self._exchanges(checkpoint),
+                                         self.allow_non_restored_state)
+            for key, recovered in in_flight.items():
+                assigned.setdefault(key, TaskRestore(checkpoint.checkpoint_id)).in_flight = \
+                    recovered
+            self._assigned = (checkpoint, assigned)
         restore = self._assigned[1].get(subtask.key)
         return restore if restore is not None else TaskRestore(checkpoint.checkpoint_id)
+
+    def _exchanges(self, checkpoint: CompletedCheckpoint) -> List[Exchange]:
+        """The job's exchanges as channel state needs them, with each consumer's
+        parallelism in ``checkpoint`` (found by its first operator uid)."""
+        old = {lay.operator_uids[0]: lay.parallelism
+               for lay in (getattr(checkpoint, "vertices", None) or {}).values()
+               if lay.operator_uids}
+        out = []
+        for edge in self.eg.job_graph.edges.values():
+            name = self.eg.exchange_name(edge)
+            consumer = self.eg.vertices[edge.target_vertex]
+            out.append(Exchange(name, consumer.id, consumer.parallelism,
+                                old.get(name[1], consumer.parallelism),
+                                consumer.max_parallelism,
+                                isinstance(edge.partitioner, KeyGroupStreamPartitioner)))
+        return out
 
     def _schedule(self) -> None:
         """Deploy every region not deployed yet whose blocking inputs are complete (in
@@ -402,6 +451,7 @@ class JobScheduler:
             self.states[s] = TaskState.RUNNING
             self.subtask_times[s] = (self.clock.now_ms(), -1)
             self.attempts[s] = self.attempt
+            self._initializing.add(s)
             self._created.discard(s)
             self._cancel_sent.pop(s, None)
             # a partition released earlier and produced again is released again
@@ -447,6 +497,7 @@ class JobScheduler:
         self.states[s] = result.state
         self._ended(s)
         self._cancel_sent.pop(s, None)
+        self._initializing.discard(s)
         if result.metrics:
             self.metrics[s] = result.metrics
         if result.state is TaskState.FINISHED:
@@ -495,6 +546,9 @@ class JobScheduler:
         """The task is up (Flink's INITIALIZING -> RUNNING): checkpoints may include it."""
         if self._current(attempt, subtask) and self.states.get(subtask) is TaskState.RUNNING:
             self.coordinator.tasks_running([subtask])
+            self._initializing.discard(subtask)
+            if not self._initializing:
+                self._run_waiting_requests()
 
     def on_ended_input(self, attempt: int, subtask: SubtaskId) -> None:
         if self._current(attempt, subtask) and self.status is JobStatus.RUNNING:
@@ -678,6 +732,8 @@ class JobScheduler:
         self._schedule()
 
     def _finish(self) -> None:
+        self._initializing.clear()
+        self._run_waiting_requests()   # each tells its caller the job has ended
         self._end_ms = self.clock.monotonic_ms()
         self.coordinator.shutdown()
         self.partitions.release_all()

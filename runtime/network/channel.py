@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from flowray.runtime.network.elements import (
     Frame,
@@ -91,6 +91,9 @@ class ChannelWriter(abc.ABC):
     supports_priority: bool = False
     #: never block in :meth:`write`: frames without a credit wait as unsent frames
     overdraft: bool = False
+    #: called (in the reader's thread) when a credit comes back, where the transport can
+    #: tell (in-process); a producer waiting in overdraft sets it to wake itself up
+    on_credit: Optional[Callable[[], None]] = None
 
     @abc.abstractmethod
     def write(self, frame: Frame) -> None: ...

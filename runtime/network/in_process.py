@@ -214,6 +214,8 @@ class _InProcessReader(ChannelReader):
             if (self.eager or self._recording is not None) and ch._frames \
                     and self._scanned == 0:
                 self._scan_locked()   # look at each frame before it is polled
+            if self._found:   # a priority barrier goes first: receive() hands it over
+                return None
             if not ch._frames:
                 if ch._writer_closed and not self._ended:
                     self._ended = True
@@ -229,6 +231,9 @@ class _InProcessReader(ChannelReader):
             if kind != PRIORITY_BARRIER:
                 ch._credited -= 1
             ch._cond.notify_all()
+        on_credit = ch.writer.on_credit
+        if on_credit is not None and kind != PRIORITY_BARRIER:
+            on_credit()   # a producer in overdraft waits for it
         seqs = self._seqs
         while seqs.expected in self._excised:
             self._excised.discard(seqs.expected)
@@ -245,7 +250,8 @@ class _InProcessReader(ChannelReader):
     # -- unaligned checkpoints ---------------------------------------------------------
     def receive(self) -> List[Tuple[Any, List[bytes]]]:
         with self._ch._cond:
-            self._scan_locked()
+            if not self._found:
+                self._scan_locked()
             found, self._found = self._found, []
             if found:
                 self._ch._cond.notify_all()
@@ -261,9 +267,11 @@ class _InProcessReader(ChannelReader):
         return recorded or []
 
     def _scan_locked(self) -> None:
+        """As the socket reader's scan: record while recording, stop at (and take out)
+        the next priority barrier until receive() hands it over."""
         frames = self._ch._frames
         i = self._scanned
-        while i < len(frames):
+        while not self._found and i < len(frames):
             data = frames[i]
             _, kind, seq = HEADER.unpack_from(data, 0)
             if kind == PRIORITY_BARRIER:
@@ -276,7 +284,7 @@ class _InProcessReader(ChannelReader):
                 del frames[i]
                 self._excised.add(seq)
                 self._found.append((barrier, before))
-                continue
+                break
             if self._recording is not None and kind in RECORD_KINDS:
                 self._recording.append(data)
             i += 1

@@ -651,6 +651,8 @@ class SocketChannelReader(ChannelReader):
             self._scan_buffer()
             if self._scan <= pos:
                 return None   # the frame at pos is not whole yet
+        if self._found:   # a priority barrier goes first: receive() hands it over
+            return None
         length, kind, seq = HEADER.unpack_from(buf, pos)
         end = pos + HEADER.size + length
         if len(buf) < end:
@@ -722,7 +724,8 @@ class SocketChannelReader(ChannelReader):
                     self._eof = True
                     break
                 self._buf += data
-        self._scan_buffer()
+        if not self._found:
+            self._scan_buffer()
         found, self._found = self._found, []
         return found
 
@@ -746,12 +749,14 @@ class SocketChannelReader(ChannelReader):
         return out
 
     def _scan_buffer(self) -> None:
-        """Look at the whole frames not looked at yet: take priority barriers out (for
-        the next :meth:`receive`), record record frames while recording."""
+        """Look at the whole frames not looked at yet: record record frames while
+        recording, and take the next priority barrier out (for :meth:`receive`). The scan
+        stops there, and polling stops before it, until receive() has handed it over, so
+        nothing after a barrier is polled or recorded before the barrier is handled."""
         found = self._found
         buf = self._buf
         pos = max(self._scan, self._pos)
-        while len(buf) - pos >= HEADER.size:
+        while not found and len(buf) - pos >= HEADER.size:
             length, kind, seq = HEADER.unpack_from(buf, pos)
             end = pos + HEADER.size + length
             if len(buf) < end:
@@ -766,7 +771,7 @@ class SocketChannelReader(ChannelReader):
                 del buf[pos:end]
                 self._excised.add(seq)
                 found.append((barrier, before))
-                continue
+                break
             if self._recording is not None and kind in RECORD_KINDS:
                 self._recording.append(bytes(buf[pos:end]))
             pos = end

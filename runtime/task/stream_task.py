@@ -43,12 +43,15 @@ from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
+    ChannelStateComplete,
     TriggerCheckpoint,
+    UnalignedBarrierHandler,
     create_barrier_handler,
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
 from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
 from flowray.runtime.task.operator_chain import wire_operator_chain
+from flowray.runtime.task.unaligned import InFlightRecording, recovered_batches
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
     initialize_operator_state,
@@ -71,8 +74,10 @@ from flowray.common.options import (
     CHANNEL_BATCH_BYTES,
     CHANNEL_BATCH_SIZE,
     CHANNEL_CREDITS,
+    CHECKPOINTING_ALIGNED_TIMEOUT,
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_MODE,
+    CHECKPOINTING_UNALIGNED_FORCED,
     DEBLOAT_ENABLED,
     DEBLOAT_PERIOD,
     DEBLOAT_SAMPLES,
@@ -80,6 +85,7 @@ from flowray.common.options import (
     DEBLOAT_THRESHOLD,
     MEMORY_THRESHOLD,
     RUNTIME_MODE,
+    unaligned_checkpoints_enabled,
 )
 
 __all__ = ["TaskCancelled", "StreamTask"]
@@ -113,6 +119,16 @@ class StreamTask:
         self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
         self.batch_execution = config.get(RUNTIME_MODE) == "BATCH"
         self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
+        # unaligned checkpoints (docs/internals/unaligned-checkpoints.md): decided per
+        # task in _setup (a task reading a broadcast or loop edge aligns)
+        self.unaligned_enabled = (self.checkpointing and not self.batch_execution
+                                  and self.checkpointing_mode == "EXACTLY_ONCE"
+                                  and unaligned_checkpoints_enabled(config))
+        self.unaligned = False
+        self._aligned_timeout_ms = config.get(CHECKPOINTING_ALIGNED_TIMEOUT)
+        self._unaligned_forced = config.get(CHECKPOINTING_UNALIGNED_FORCED)
+        self._recording: Optional[InFlightRecording] = None
+        self._first_barrier: Optional[Tuple[str, List[bytes]]] = None
         # buffer debloating: outputs start small and follow their consumers' announcements;
         # inputs measure this task's throughput and announce (see _make_debloater)
         self.debloating = config.get(DEBLOAT_ENABLED)
@@ -397,10 +413,15 @@ class StreamTask:
             self._open_outputs(plan)
             if tdd.inputs:
                 self._open_inputs()
+        self.unaligned = self.unaligned_enabled and (self._unaligned_forced or not (
+            self._iteration_head or self._loop_inputs or self._loop_outputs
+            or any(i.aligned_only for i in tdd.inputs)))
+        if self.unaligned:
+            self._prepare_unaligned()
         if tdd.inputs:
             self.barrier_handler = create_barrier_handler(
                 self.checkpointing_mode, [i.channel_id for i in tdd.inputs if not i.feedback],
-                self.clock)
+                self.clock, unaligned=self.unaligned, aligned_timeout_ms=self._aligned_timeout_ms)
         self._check_cancel()
 
         self.operators, self.head = wire_operator_chain(plan, ctx, self.record_writers,
@@ -563,6 +584,9 @@ class StreamTask:
         writers = list(self.record_writers.values()) if self.debloating else []
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
+            if self.unaligned and not self._outputs_available():
+                self._await_outputs(())
+                continue
             # debloated outputs: emit about a batch per channel at a time, so a trigger
             # waiting in the mailbox is not held behind a long back-pressured write
             n = head.emit_next(max(1, min(batch_size, *(rw.capacity() for rw in writers)))
@@ -609,8 +633,15 @@ class StreamTask:
 
         # (an iteration head goes on while its loop holds records, even with no channel
         # left: a loop closed inside its own chain has none)
+        unaligned = self.unaligned
+        self._replay_in_flight(process)   # channel state of an unaligned checkpoint
         while live or (head_of_loop and not self._input_ended):
             self._check_cancel()
+            if unaligned:   # a barrier overtakes what is queued; outputs before input
+                self._receive_priority(live)
+                if not self._outputs_available():
+                    self._await_outputs(live)
+                    continue
             wait = self._housekeeping()
             if head_of_loop:   # an iteration head: its queue, its probes, its end
                 wait = min(wait, self._iteration_turn())
@@ -679,6 +710,8 @@ class StreamTask:
                                 head.process_watermark_status(idle, idx)
                     elif t is EndOfPartition:
                         live.remove(reader)
+                        if unaligned and self._recording is not None:
+                            self._apply(self._recording_ended(reader))
                         wm = valves[idx].on_end_of_partition(cid)
                         idle = valves[idx].status_change()
                         self._stop_mode = max(self._stop_mode, frame.stop_mode)
@@ -696,6 +729,11 @@ class StreamTask:
                         self._apply(handler.on_end_of_partition(cid))
                         break
                     elif t is CheckpointBarrier:
+                        recording = self._recording
+                        if recording is not None and cid in recording.waiting and \
+                                recording.checkpoint_id == frame.checkpoint_id:
+                            # an in-band barrier (a producer without a priority path)
+                            recording.input_arrived(cid, reader.stop_recording())
                         self._apply(handler.on_barrier(cid, frame))
                     elif t is CancelCheckpointMarker:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
@@ -756,13 +794,176 @@ class StreamTask:
             self._stop_mode = max(self._stop_mode, stop_mode)
             self._wakeup.set()
 
+    # -- unaligned checkpoints (task thread; docs/internals/unaligned-checkpoints.md) -----
+    #: longest wait for a credit before outputs and inputs are looked at again
+    UNALIGNED_POLL_S = 0.001
+
+    def _prepare_unaligned(self) -> None:
+        """Writers never block inside a batch (overdraft), readers look at every frame
+        for priority barriers, and an in-process credit wakes this task up."""
+        tdd = self.tdd
+        for rw in self.record_writers.values():
+            for w in rw.writers:
+                if w.supports_priority:
+                    w.overdraft = True
+                    w.on_credit = self._wakeup.set
+        for r in self.readers.values():
+            if hasattr(r, "eager"):
+                r.eager = True
+        self._in_specs = {i.channel_id: (i.exchange, i.producer.index, tdd.subtask.index)
+                          for i in tdd.inputs}
+        self._out_specs = {cid: (o.exchange, c.index, o.aligned_only)
+                           for o in tdd.outputs for cid, c in o.channels}
+
+    def _outputs_available(self) -> bool:
+        """Nothing is waiting for a credit (sends what the credits allow)."""
+        available = True
+        for rw in self.record_writers.values():
+            for w in rw.writers:
+                if not w.is_available():
+                    available = False
+        return available
+
+    def _await_outputs(self, live: Any) -> None:
+        """Outputs hold frames without a credit: wait (back-pressure, as a blocked write
+        counts) until credits came back, while priority barriers and mailbox actions
+        (a source's trigger) are handled at once."""
+        blocked = [w for rw in self.record_writers.values() for w in rw.writers
+                   if not w.is_available()]
+        now = time.monotonic()
+        for w in blocked:
+            w.stats.blocked += 1
+            w.stats.blocked_since = now
+        try:
+            while blocked:
+                self._check_cancel()
+                self._receive_priority(live)
+                self._housekeeping()
+                blocked = [w for w in blocked if not w.is_available()]
+                if blocked:
+                    self._wakeup.wait(self.UNALIGNED_POLL_S)
+        finally:
+            end = time.monotonic()
+            for rw in self.record_writers.values():
+                for w in rw.writers:
+                    since = w.stats.blocked_since
+                    if since is not None:
+                        w.stats.blocked_ms += (end - since) * 1000.0
+                        w.stats.blocked_since = None
+        self._loop_turn_ms = self.clock.monotonic_ms()
+
+    def _receive_priority(self, live: Any) -> None:
+        """Take in what the inputs have; handle each priority barrier now."""
+        handler = self.barrier_handler
+        if handler is None:
+            return
+        # every input's next priority barrier first, then oldest checkpoint first: a
+        # reader stops at a barrier until it is handed over, so a recording started by
+        # another input's barrier never takes in frames after this one
+        arrived = [(barrier, before, reader) for reader in list(live)
+                   for barrier, before in reader.receive()]
+        arrived.sort(key=lambda a: a[0].checkpoint_id)
+        for barrier, before, reader in arrived:
+            cid = reader.channel_id
+            recording = self._recording
+            if recording is not None and recording.checkpoint_id == barrier.checkpoint_id:
+                reader.stop_recording()   # started after it arrived: before has it all
+                if cid in recording.waiting:
+                    recording.input_arrived(cid, before)
+                self._apply(handler.on_barrier(cid, barrier))
+                continue
+            self._first_barrier = (cid, before)
+            try:
+                self._apply(handler.on_barrier(cid, barrier))
+            finally:
+                self._first_barrier = None
+        if isinstance(handler, UnalignedBarrierHandler) and handler.aligned_timeout_ms:
+            self._apply(handler.on_time())
+
+    def _recording_ended(self, reader: Any) -> List[Any]:
+        """An input ended while recording: what it sent before its end is channel state."""
+        recording = self._recording
+        assert recording is not None and self.barrier_handler is not None
+        if reader.channel_id in recording.waiting:
+            recording.input_arrived(reader.channel_id, reader.stop_recording())
+        return []
+
+    def _perform_unaligned_checkpoint(self, action: TriggerCheckpoint) -> None:
+        """Snapshot now; the barrier overtakes every output's queued frames (kept as
+        output channel state); the inputs still owing it are recorded until it comes."""
+        barrier = action.barrier
+        self.last_alignment_ms = action.alignment_ms
+        self.last_start_delay_ms = max(0.0, float(self.clock.now_ms() - barrier.timestamp))
+        self._stop_recording(None)   # an older one still recording is over
+        recording = InFlightRecording(barrier.checkpoint_id, self._in_specs,
+                                      set(action.recording))
+        first = getattr(self, "_first_barrier", None)
+        me = self.tdd.subtask.index
+        if not self._input_ended:
+            for rw in self.record_writers.values():
+                rw.flush()   # records before the barrier go before it, or into the state
+                for w in rw.writers:
+                    exchange, consumer, aligned_only = self._out_specs[w.channel_id]
+                    if aligned_only or not w.supports_priority:
+                        w.write(barrier)   # in band, behind everything (Flink's broadcast)
+                        continue
+                    recording.add_output(exchange, me, consumer, w.unsent())
+                    w.write_priority(barrier)
+        for cid in action.recording:
+            self.readers[cid].start_recording()
+        self._recording = recording
+        if first is not None:
+            recording.input_arrived(*first)
+        if not recording.waiting:
+            recording.input_arrived("", [])   # nothing to wait for: complete
+        if self.keyed_backend is not None:
+            self.keyed_backend.queryable.on_checkpoint(barrier.checkpoint_id)
+        self.checkpointer.checkpoint(barrier, action.alignment_ms, self._input_ended,
+                                     drained=self._stop_mode != STOP_NO_DRAIN,
+                                     in_flight=recording.future)
+        final = barrier.is_savepoint if self._stop_mode != END_OF_INPUT else True
+        if self._input_ended and self._final_checkpoint is None and final:
+            self._final_checkpoint = barrier.checkpoint_id
+
+    def _stop_recording(self, checkpoint_id: Optional[int]) -> None:
+        """Abort the recording of ``checkpoint_id`` (None: of any checkpoint)."""
+        recording = self._recording
+        if recording is None or recording.future.done() and not recording.waiting:
+            self._recording = None
+            return
+        if checkpoint_id is not None and recording.checkpoint_id != checkpoint_id:
+            return
+        for cid in recording.waiting:
+            reader = self.readers.get(cid)
+            if reader is not None:
+                reader.stop_recording()
+        recording.abort()
+        self._recording = None
+
+    def _replay_in_flight(self, process: Dict[int, Callable[..., None]]) -> None:
+        """Restored channel state goes through the operators before any live input."""
+        restore = self.tdd.restore
+        recovered = getattr(restore, "in_flight", None) if restore is not None else None
+        if not recovered or self.finished_on_restore:
+            return
+        for item in recovered:
+            for batch in recovered_batches(item.frames, item.key_groups):
+                self.records_in += len(batch.records)
+                process[item.input_index](batch.records, batch.key_groups, batch.timestamps)
+
     # -- checkpoints (task thread) -------------------------------------------------------
     def _apply(self, actions: List[Any]) -> None:
         for action in actions:
             if isinstance(action, TriggerCheckpoint):
-                self._perform_checkpoint(action.barrier, action.alignment_ms)
+                if action.unaligned:
+                    self._perform_unaligned_checkpoint(action)
+                else:
+                    self._perform_checkpoint(action.barrier, action.alignment_ms)
+            elif isinstance(action, ChannelStateComplete):
+                pass   # the recording completed itself as its last input arrived
             elif isinstance(action, AbortCheckpoint):
                 cid = action.checkpoint_id
+                self._stop_recording(cid)
                 if not self._input_ended:
                     for rw in self.record_writers.values():
                         rw.broadcast_event(CancelCheckpointMarker(cid))
@@ -771,7 +972,10 @@ class StreamTask:
     def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
         if self.barrier_handler is None:  # a source task
             if barrier.checkpoint_id > self.checkpointer.last_checkpoint_id:
-                self._perform_checkpoint(barrier, 0.0)
+                if self.unaligned and not barrier.is_savepoint:
+                    self._perform_unaligned_checkpoint(TriggerCheckpoint(barrier, 0.0, True))
+                else:
+                    self._perform_checkpoint(barrier, 0.0)
         else:
             self._apply(
                 self.barrier_handler.on_direct_trigger(
@@ -813,6 +1017,7 @@ class StreamTask:
             self._final_checkpoint_done = True
 
     def _on_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._stop_recording(checkpoint_id)
         if self.keyed_backend is not None:
             self.keyed_backend.notify_checkpoint_aborted(checkpoint_id)
         for op in self.operators:
@@ -854,6 +1059,7 @@ class StreamTask:
             ch.close()
         for op in self.operators:
             op.close()
+        self._stop_recording(None)   # an input that never sent its barrier: no ack
         if self.checkpointer is not None:
             self.checkpointer.close(wait=True)
 
@@ -866,6 +1072,8 @@ class StreamTask:
             ch.writer.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
 
     def _release(self) -> None:
+        # a checkpoint still recording channel state is over: its ack waits no more
+        self._stop_recording(None)
         for rw in self.record_writers.values():
             rw.close()
         for r in self.readers.values():

@@ -95,9 +95,12 @@ class SubtaskCheckpointCoordinator:
         return self._storage
 
     def checkpoint(self, barrier: CheckpointBarrier, alignment_ms: float,
-                   input_ended: bool, drained: bool = True) -> None:
+                   input_ended: bool, drained: bool = True,
+                   in_flight: "Optional[Future]" = None) -> None:
         """Synchronous part now; the asynchronous part and the ack in the worker thread.
-        The caller has already forwarded the barrier downstream."""
+        The caller has already forwarded the barrier downstream. ``in_flight``: an
+        unaligned checkpoint's channel state, a future the ack waits for (an exception
+        in it: the checkpoint was aborted meanwhile, and nothing is acknowledged)."""
         cid = barrier.checkpoint_id
         t0 = time.perf_counter()
         ctx = StateSnapshotContext(cid, barrier.timestamp)
@@ -115,11 +118,13 @@ class SubtaskCheckpointCoordinator:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"flowray-async-{self.subtask.key}")
         self._futures = [f for f in self._futures if not f.done()]
         self._futures.append(self._pool.submit(self._finish_async, cid, snapshot, writer,
-                                               sync_ms, alignment_ms, barrier.location))
+                                               sync_ms, alignment_ms, barrier.location,
+                                               in_flight))
 
     def _finish_async(self, cid: int, snapshot: TaskStateSnapshot, writer: Any,
                       sync_ms: float, alignment_ms: float,
-                      location: Optional[str] = None) -> None:
+                      location: Optional[str] = None,
+                      in_flight: "Optional[Future]" = None) -> None:
         t0 = time.perf_counter()
         try:
             # storage is reached only when a file is written; a savepoint's files go to
@@ -133,6 +138,11 @@ class SubtaskCheckpointCoordinator:
                 handle = writer.write(write, path)
                 snapshot.operators.setdefault(self.keyed_owner, OperatorSubtaskState()).keyed = handle
             self._offload_operator_state(cid, snapshot, write, target)
+            if in_flight is not None:
+                try:   # every input's barrier has come (the task sets it)
+                    snapshot.in_flight = in_flight.result()
+                except Exception:  # noqa: BLE001 - aborted meanwhile: declined already
+                    return
             paths = referenced_paths(snapshot)
             snapshot.file_checksums = self.checksums.for_paths(paths)
             self._recent_paths.append(paths)
@@ -145,6 +155,9 @@ class SubtaskCheckpointCoordinator:
         self.operator_state_sizes = {uid: s.size() for uid, s in snapshot.operators.items()}
         metrics = {"sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 3),
                    "alignment_ms": round(alignment_ms, 3), "bytes": snapshot.state_size()}
+        if in_flight is not None:   # Flink's "persisted data" of an unaligned checkpoint
+            metrics["unaligned"] = True
+            metrics["persisted_data"] = sum(d.size() for d in snapshot.in_flight)
         self.responder.acknowledge_checkpoint(self.subtask, cid, snapshot, metrics)
 
     def _offload_operator_state(self, cid: int, snapshot: TaskStateSnapshot,

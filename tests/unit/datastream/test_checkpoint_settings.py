@@ -53,7 +53,7 @@ def test_the_same_settings_through_configuration():
     ("execution.checkpointing.mode", "MOSTLY_ONCE", ["EXACTLY_ONCE", "AT_LEAST_ONCE"]),
     ("execution.checkpointing.max-concurrent-checkpoints", "0", ["at least 1"]),
     ("execution.checkpointing.tolerable-failed-checkpoints", "-1", ["negative"]),
-    ("execution.checkpointing.unaligned", "true", ["not supported"]),
+    ("execution.checkpointing.aligned-checkpoint-timeout", "soon", ["aligned-checkpoint-timeout", "not a duration"]),
     ("state.checkpoints.num-retained", "0", ["state.checkpoints.num-retained"]),
     ("restart-strategy.type", "sometimes", ["restart-strategy.type", "fixed-delay"]),
     ("restart-strategy.fixed-delay.delay", "10 parsecs", ["unknown time unit"]),

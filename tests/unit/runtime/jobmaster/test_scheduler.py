@@ -76,6 +76,30 @@ def test_checkpoints_wait_for_every_task_to_initialize_and_come_an_interval_late
     assert [t[1] for t in h.deployer.triggers] == [1]
 
 
+def test_a_savepoint_or_checkpoint_asked_for_while_tasks_initialize_waits_for_them():
+    h = Harness(start=False)
+    h.initialize_on_deploy = False
+    h.sched.start()
+    answers = []
+    h.sched.trigger_checkpoint(lambda path, error: answers.append((path, error)))
+    h.sched.trigger_savepoint("/tmp/sp", lambda path, error: answers.append((path, error)))
+    assert answers == [] and h.deployer.triggers == []     # not refused: waiting
+    h.initialized(*ALL)
+    assert [(t[1], t[3]) for t in h.deployer.triggers] == [(1, False), (2, True)]
+
+
+def test_a_request_waiting_for_initialization_is_answered_when_the_job_ends():
+    h = Harness(start=False)
+    h.initialize_on_deploy = False
+    h.sched.start()
+    answers = []
+    h.sched.trigger_checkpoint(lambda path, error: answers.append(error))
+    h.sched.cancel()
+    h.report_cancelled()
+    assert h.sched.status is JobStatus.CANCELED
+    assert len(answers) == 1 and "CANCELED" in answers[0]
+
+
 def test_all_finished_results_finish_the_job_and_shut_the_coordinator_down():
     h = Harness()
     deployed = h.clock.now_ms()
