@@ -39,6 +39,7 @@ from flowray.runtime.network.elements import (
     Watermark,
     WatermarkStatus,
 )
+from flowray.runtime.network.frame_codec import encode_frame
 from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
@@ -129,6 +130,8 @@ class StreamTask:
         self._unaligned_forced = config.get(CHECKPOINTING_UNALIGNED_FORCED)
         self._recording: Optional[InFlightRecording] = None
         self._first_barrier: Optional[Tuple[str, List[bytes]]] = None
+        self._ms_per_record = 0.0
+        self._unprocessed: Optional[Tuple[Any, ...]] = None
         # buffer debloating: outputs start small and follow their consumers' announcements;
         # inputs measure this task's throughput and announce (see _make_debloater)
         self.debloating = config.get(DEBLOAT_ENABLED)
@@ -696,7 +699,10 @@ class StreamTask:
                         self.records_in += len(frame.records)
                         if in_loop and cid in loop_inputs:
                             self._loop_received += len(frame.records)
-                        process[idx](frame.records, frame.key_groups, frame.timestamps)
+                        if unaligned:   # a barrier may not wait for a slow batch
+                            self._process_in_slices(process[idx], frame, cid, live)
+                        else:
+                            process[idx](frame.records, frame.key_groups, frame.timestamps)
                     elif t is Watermark:
                         wm = valves[idx].on_watermark(cid, frame.timestamp)
                         if wm is not None and not skip_records:
@@ -880,6 +886,49 @@ class StreamTask:
         if isinstance(handler, UnalignedBarrierHandler) and handler.aligned_timeout_ms:
             self._apply(handler.on_time())
 
+    #: with unaligned checkpoints, a batch is processed in slices of about this many ms,
+    #: and priority barriers are looked for between slices (a slow function's batch of
+    #: 1,000 records would otherwise hold a barrier for seconds)
+    UNALIGNED_SLICE_MS = 10.0
+
+    def _process_in_slices(self, process: Callable[..., None], frame: RecordBatch,
+                           channel_id: str, live: Any) -> None:
+        """Process ``frame`` in slices that take about :attr:`UNALIGNED_SLICE_MS` each
+        (one slice when the operators are fast), taking priority barriers between them.
+        A checkpoint triggered between slices keeps the rest of the batch as channel state
+        of ``channel_id`` (it was polled before the barrier)."""
+        records, kgs, ts = frame.records, frame.key_groups, frame.timestamps
+        n = len(records)
+        per_record = self._ms_per_record
+        size = n if per_record <= 0 else max(1, int(self.UNALIGNED_SLICE_MS / per_record))
+        if size >= n:
+            t0 = time.perf_counter()
+            process(records, kgs, ts)
+            self._note_speed(n, t0)
+            return
+        start = 0
+        while start < n:
+            end = min(n, start + size)
+            t0 = time.perf_counter()
+            process(records[start:end], kgs[start:end] if kgs is not None else None,
+                    ts[start:end] if ts is not None else None)
+            self._note_speed(end - start, t0)
+            start = end
+            if start < n:
+                # a checkpoint triggered now keeps the rest of this batch as state
+                self._unprocessed = (channel_id, records, kgs, ts, start)
+                try:
+                    self._receive_priority(live)
+                finally:
+                    self._unprocessed = None
+
+    def _note_speed(self, records: int, t0: float) -> None:
+        """Milliseconds per record of the operators, smoothed."""
+        if records:
+            ms = (time.perf_counter() - t0) * 1000.0 / records
+            self._ms_per_record = ms if self._ms_per_record <= 0 else \
+                0.8 * self._ms_per_record + 0.2 * ms
+
     def _recording_ended(self, reader: Any) -> List[Any]:
         """An input ended while recording: what it sent before its end is channel state."""
         recording = self._recording
@@ -897,6 +946,11 @@ class StreamTask:
         self._stop_recording(None)   # an older one still recording is over
         recording = InFlightRecording(barrier.checkpoint_id, self._in_specs,
                                       set(action.recording))
+        if self._unprocessed is not None:   # polled before the barrier, not processed
+            cid, records, kgs, ts, start = self._unprocessed
+            rest = RecordBatch(records[start:], kgs[start:] if kgs is not None else None,
+                               ts[start:] if ts is not None else None)
+            recording.add_unprocessed(cid, [encode_frame(rest, 0)])
         first = getattr(self, "_first_barrier", None)
         me = self.tdd.subtask.index
         if not self._input_ended:

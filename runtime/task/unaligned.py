@@ -71,6 +71,15 @@ class InFlightRecording:
             self.future.set_result(self.entries)
         return not self.waiting
 
+    def add_unprocessed(self, channel_id: str, frames: List[bytes]) -> None:
+        """The rest of a batch of ``channel_id`` polled before the checkpoint and not
+        processed when it was taken: channel state ahead of anything else of that
+        channel."""
+        if frames:
+            exchange, producer, consumer = self._inputs[channel_id]
+            self.entries.insert(0, InFlightData(exchange, producer, consumer, INPUT_SIDE,
+                                                list(frames)))
+
     def abort(self) -> None:
         if not self.future.done():
             self.future.set_exception(CheckpointAbortedWhileRecording(

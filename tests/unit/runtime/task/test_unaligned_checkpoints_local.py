@@ -44,14 +44,16 @@ def test_unaligned_checkpoints_keep_records_in_flight_and_stay_exactly_once(tmp_
         "restart-strategy.fixed-delay.attempts": "5",
         "restart-strategy.fixed-delay.delay": "10 ms"})
     sink = TransactionalTestingSink(str(tmp_path / "out"))
-    (env.from_source(TestingSource(items, ledger_dir=str(tmp_path / "faults")),
-                     WatermarkStrategy.no_watermarks(), "numbers")
+    source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
         .key_by(_key).map(_busy).name("busy")
         .key_by(_key).reduce(lambda a, b: b).name("last")   # keyed state too
         .sink_to(sink))
     result = env.execute("unaligned-local")
 
-    assert result.outcome.restarts == 2
+    # both failures happened (in one failover when the two sources reach them together)
+    assert source.fired_markers() == [N // 3, 2 * N // 3]
+    assert result.outcome.restarts >= 1
     committed = collections.Counter(sink.committed())
     assert sum(committed.values()) - N == 0 and committed == collections.Counter(range(N))
     acks = [m for h in result.outcome.checkpoint_stats["history"]
