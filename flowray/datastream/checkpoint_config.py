@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from flowray.common.configuration import Configuration, duration_setting
-from flowray.common.compat import not_implemented
 from flowray.common.options import (
     CHECKPOINTS_RETENTION,
     CHECKPOINTING_INTERVAL,
@@ -29,7 +28,12 @@ from flowray.common.options import (
     CHECKPOINTING_TOLERABLE_FAILURES,
     CHECKPOINTS_DIR,
     CHECKPOINTS_NUM_RETAINED,
+    CHECKPOINTING_ALIGNED_TIMEOUT,
+    CHECKPOINTING_UNALIGNED_ENABLED,
+    CHECKPOINTING_UNALIGNED_FORCED,
+    unaligned_checkpoints_enabled,
 )
+from flowray.common.time import Duration
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 
 __all__ = ["CheckpointConfig"]
@@ -147,31 +151,48 @@ class CheckpointConfig:
     def is_fail_on_checkpointing_errors(self) -> bool:
         return self.get_tolerable_checkpoint_failure_number() == 0
 
-    # -- unaligned checkpoints: flowray's are always aligned -----------------------------
-    def is_unaligned_checkpoints_enabled(self) -> bool:
-        return False
-
-    def is_force_unaligned_checkpoints(self) -> bool:
-        return False
-
-    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
-        """Checkpoints are aligned (they always are in flowray)."""
+    # -- unaligned checkpoints (docs/internals/unaligned-checkpoints.md) --------------
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+        """Barriers overtake the records in flight, which are stored with the checkpoint
+        (``execution.checkpointing.unaligned.enabled``): checkpoints stay fast under
+        back-pressure. Savepoints stay aligned."""
+        self._conf.set_string(CHECKPOINTING_UNALIGNED_ENABLED.key, str(bool(enabled)).lower())
         return self
 
-    enable_unaligned_checkpoints = not_implemented(
-        "CheckpointConfig.enable_unaligned_checkpoints",
-        "checkpoints are always aligned; keep barriers moving with a smaller "
-        "execution.buffer-timeout and a longer checkpoint timeout")
-    set_force_unaligned_checkpoints = not_implemented(
-        "CheckpointConfig.set_force_unaligned_checkpoints",
-        "checkpoints are always aligned")
-    set_aligned_checkpoint_timeout = not_implemented(
-        "CheckpointConfig.set_aligned_checkpoint_timeout",
-        "checkpoints are always aligned; set_checkpoint_timeout bounds a checkpoint")
-    get_aligned_checkpoint_timeout = not_implemented(
-        "CheckpointConfig.get_aligned_checkpoint_timeout", "get_checkpoint_timeout()")
-    set_alignment_timeout = not_implemented(
-        "CheckpointConfig.set_alignment_timeout",
-        "checkpoints are always aligned; set_checkpoint_timeout bounds a checkpoint")
-    get_alignment_timeout = not_implemented(
-        "CheckpointConfig.get_alignment_timeout", "get_checkpoint_timeout()")
+    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+        return self.enable_unaligned_checkpoints(False)
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return unaligned_checkpoints_enabled(self._conf)
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True
+                                        ) -> "CheckpointConfig":
+        """Unaligned also for the tasks of iterations
+        (``execution.checkpointing.unaligned.forced``)."""
+        self._conf.set_string(CHECKPOINTING_UNALIGNED_FORCED.key,
+                              str(bool(force_unaligned_checkpoints)).lower())
+        return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return bool(self._conf.get(CHECKPOINTING_UNALIGNED_FORCED))
+
+    def set_aligned_checkpoint_timeout(self, alignment_timeout: Any) -> "CheckpointConfig":
+        """Start each checkpoint aligned and switch it to unaligned at a task once its
+        barrier is this old (a :class:`~flowray.common.time.Duration` or ms;
+        ``execution.checkpointing.aligned-checkpoint-timeout``)."""
+        ms = alignment_timeout.to_milliseconds() if hasattr(
+            alignment_timeout, "to_milliseconds") else alignment_timeout
+        self._conf.set_string(CHECKPOINTING_ALIGNED_TIMEOUT.key,
+                              duration_setting(ms, "aligned checkpoint timeout"))
+        return self
+
+    def get_aligned_checkpoint_timeout(self) -> "Duration":
+        return Duration.of_millis(self._conf.get(CHECKPOINTING_ALIGNED_TIMEOUT))
+
+    def set_alignment_timeout(self, alignment_timeout: Any) -> "CheckpointConfig":
+        """Deprecated name of :meth:`set_aligned_checkpoint_timeout`."""
+        return self.set_aligned_checkpoint_timeout(alignment_timeout)
+
+    def get_alignment_timeout(self) -> "Duration":
+        """Deprecated name of :meth:`get_aligned_checkpoint_timeout`."""
+        return self.get_aligned_checkpoint_timeout()

@@ -119,12 +119,10 @@ class EnvironmentApiMixin:
         return self._config.get_string(_SAVEPOINT_DIR)
 
     def is_unaligned_checkpoints_enabled(self) -> bool:
-        """Always ``False``: flowray's checkpoints are aligned."""
-        return False
+        return self.get_checkpoint_config().is_unaligned_checkpoints_enabled()
 
     def is_force_unaligned_checkpoints(self) -> bool:
-        """Always ``False``: flowray's checkpoints are aligned."""
-        return False
+        return self.get_checkpoint_config().is_force_unaligned_checkpoints()
 
     def get_checkpointing_consistency_mode(self) -> "CheckpointingMode":
         return self.get_checkpoint_config().get_checkpointing_mode()  # type: ignore

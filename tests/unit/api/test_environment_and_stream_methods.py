@@ -9,6 +9,7 @@ import pytest
 from flowray.common import (
     ByteArraySchema,
     Configuration,
+    Duration,
     ExecutionConfig,
     RestartStrategies,
     SimpleStringSchema,
@@ -364,8 +365,15 @@ def test_checkpoint_config_retention_and_failures():
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
     cc.set_fail_on_checkpointing_errors(True)
     assert cc.is_fail_on_checkpointing_errors()
-    with pytest.raises(NotImplementedError, match="enable_unaligned_checkpoints"):
-        cc.enable_unaligned_checkpoints()
+    assert not cc.is_unaligned_checkpoints_enabled()
+    cc.enable_unaligned_checkpoints()
+    cc.set_aligned_checkpoint_timeout(Duration.of_millis(200))
+    cc.set_force_unaligned_checkpoints(True)
+    assert cc.is_unaligned_checkpoints_enabled() and cc.is_force_unaligned_checkpoints()
+    assert cc.get_aligned_checkpoint_timeout().to_milliseconds() == 200
+    assert cc.get_alignment_timeout().to_milliseconds() == 200
+    cc.disable_unaligned_checkpoints()
+    assert not cc.is_unaligned_checkpoints_enabled()
 
 
 def test_configuration_additions():
