@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from flowray import WatermarkStrategy
+from flowray import JobExecutionError, WatermarkStrategy
 from flowray.testing import FAIL, TestingSource, TransactionalTestingSink
 from tests.support.environments import local_env
 
@@ -60,3 +60,48 @@ def test_unaligned_checkpoints_keep_records_in_flight_and_stay_exactly_once(tmp_
             for m in h.get("tasks", {}).values() if m.get("unaligned")]
     assert acks, "no checkpoint was taken unaligned"
     assert any(m["persisted_data"] > 0 for m in acks), "no record was ever in flight"
+
+
+def test_a_restore_at_another_parallelism_from_an_unaligned_checkpoint(tmp_path):
+    """p=2 -> p=3: the records in flight at the checkpoint follow their key groups to the
+    new subtasks (the source's splits and the keyed state are redistributed as ever), and
+    the output of both runs together is exactly once."""
+    from flowray.testing import wait_until
+
+    def env_at(parallelism, **more):
+        return local_env(parallelism, **{
+            "execution.checkpointing.interval": "50 ms",
+            "execution.checkpointing.unaligned.enabled": "true",
+            "execution.checkpointing.externalized-checkpoint-retention":
+                "RETAIN_ON_CANCELLATION",
+            "state.checkpoints.dir": str(tmp_path / "chk"),
+            "flowray.channel.debloat.enabled": "false", **more})
+
+    def job(env):
+        (env.from_source(TestingSource(list(range(N)), ledger_dir=str(tmp_path / "f")),
+                         WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+            .key_by(_key).map(_busy).uid("busy")
+            .key_by(_key).reduce(lambda a, b: b).uid("last")
+            .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
+
+    first = env_at(2)
+    job(first)
+    client = first.execute_async("before-rescale")
+
+    def in_flight_checkpoint():
+        history = client.get_checkpoint_stats()["history"]
+        return [h for h in history if h["status"] == "COMPLETED" and any(
+            m.get("persisted_data", 0) > 0 for m in h.get("tasks", {}).values())]
+    wait_until(in_flight_checkpoint, 60, "a checkpoint with records in flight", poll_s=0.02)
+    client.cancel()
+    with pytest.raises(JobExecutionError, match="CANCELED"):
+        client.wait(timeout_s=60)
+    latest = [h["external_path"] for h in client.get_checkpoint_stats()["history"]
+              if h["status"] == "COMPLETED"][-1]
+
+    second = env_at(3, **{"execution.savepoint.path": latest.rsplit("/", 1)[0]})
+    job(second)
+    second.execute("after-rescale")
+    committed = collections.Counter(TransactionalTestingSink(str(tmp_path / "out"))
+                                    .committed())
+    assert committed == collections.Counter(range(N)), sum(committed.values()) - N
