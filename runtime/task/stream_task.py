@@ -1026,7 +1026,10 @@ class StreamTask:
     def _on_direct_trigger(self, barrier: CheckpointBarrier) -> None:
         if self.barrier_handler is None:  # a source task
             if barrier.checkpoint_id > self.checkpointer.last_checkpoint_id:
-                if self.unaligned and not barrier.is_savepoint:
+                # with an aligned-checkpoint timeout a source's barrier starts aligned, in
+                # band; a task downstream switches once it is old enough
+                if self.unaligned and not barrier.is_savepoint and \
+                        not self._aligned_timeout_ms:
                     self._perform_unaligned_checkpoint(TriggerCheckpoint(barrier, 0.0, True))
                 else:
                     self._perform_checkpoint(barrier, 0.0)

@@ -105,3 +105,29 @@ def test_a_restore_at_another_parallelism_from_an_unaligned_checkpoint(tmp_path)
     committed = collections.Counter(TransactionalTestingSink(str(tmp_path / "out"))
                                     .committed())
     assert committed == collections.Counter(range(N)), sum(committed.values()) - N
+
+
+@pytest.mark.parametrize("timeout, unaligned", [("1 h", False), ("1 ms", True)])
+def test_the_aligned_checkpoint_timeout_decides_when_a_checkpoint_switches(
+        tmp_path, timeout, unaligned):
+    """Checkpoints start aligned: with an hour to align none switches, with a
+    millisecond a barrier is already older than that when it reaches a task with two
+    inputs, and the checkpoint switches to unaligned there."""
+    env = local_env(2, **{
+        "execution.checkpointing.interval": "50 ms",
+        "execution.checkpointing.unaligned.enabled": "true",
+        "execution.checkpointing.aligned-checkpoint-timeout": timeout,
+        "state.checkpoints.dir": str(tmp_path / "chk"),
+        "flowray.channel.debloat.enabled": "false"})
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    (env.from_source(TestingSource(list(range(N // 2))), WatermarkStrategy.no_watermarks(),
+                     "numbers")
+        .key_by(_key).map(_busy).sink_to(sink))
+    result = env.execute("aligned-timeout")
+    acks = [m for h in result.outcome.checkpoint_stats["history"]
+            for key, m in h.get("tasks", {}).items()
+            if h["status"] == "COMPLETED" and not m.get("finished")]
+    assert acks
+    switched = [m for m in acks if m.get("unaligned")]
+    assert bool(switched) is unaligned, acks[:4]
+    assert collections.Counter(sink.committed()) == collections.Counter(range(N // 2))
