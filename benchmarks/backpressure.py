@@ -1,5 +1,5 @@
-"""Checkpoints under back-pressure: buffer debloating off vs on, beside the same job
-without the slow operator, in one invocation.
+"""Checkpoints under back-pressure: buffer debloating off vs on, aligned vs unaligned
+checkpoints, beside the same job without the slow operator, in one invocation.
 
 Pipeline: a sequence source that runs for ``--seconds`` -> rebalance -> map costing
 ``--cost-ms`` per record (a sleep) -> counting sink, at parallelism 1 on the socket
@@ -9,7 +9,9 @@ ends soon after its slow phase; a checkpoint that is still waiting behind the ba
 completes early, so the figures for "debloating off" are a lower bound. Only checkpoints
 triggered before the end of the slow phase count. records/s: the free map's throughput
 (records / source run time), to see what debloating costs a job without back-pressure.
-Runs alternate (off, on, free off, free on, off, ...).
+Runs alternate (off, on, unaligned, free off, free on, free unaligned, off, ...).
+"unaligned": execution.checkpointing.unaligned.enabled with debloating off (issue 32's
+goal: p50 <= 1 s behind the 5 ms map, and the free map's records/s within 3% of aligned).
 
     python benchmarks/backpressure.py [--seconds 20] [--cost-ms 5] [--interval-ms 500] [--rounds 2]
 """
@@ -110,14 +112,16 @@ class CountingSink(Sink):
         return _CountingWriter(os.path.join(self.folder, f"{context.subtask_index}.count"))
 
 
-def run(seconds: float, cost_ms: float, interval_ms: int, debloat: bool) -> Dict[str, Any]:
+def run(seconds: float, cost_ms: float, interval_ms: int, debloat: bool,
+        unaligned: bool = False) -> Dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="flowray-bench-bp-")
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-bp-chk-")
     window_file = os.path.join(folder, "window.json")
     config = Configuration({
         "parallelism.default": 1, "state.checkpoints.dir": checkpoints,
         "execution.checkpointing.interval": f"{interval_ms} ms",
-        "flowray.channel.debloat.enabled": "true" if debloat else "false"})
+        "flowray.channel.debloat.enabled": "true" if debloat else "false",
+        "execution.checkpointing.unaligned.enabled": "true" if unaligned else "false"})
     env = StreamExecutionEnvironment.get_execution_environment(config)
     (env.from_source(TimedSequenceSource(seconds), source_name="numbers")
      .rebalance()
@@ -150,15 +154,18 @@ def main(argv: List[str] | None = None) -> None:
     from flowray.runtime.execution.cluster import ensure_ray
     ensure_ray(Configuration())
     configs = [
-        (f"{args.cost_ms:g} ms map, debloat off", args.cost_ms, False),
-        (f"{args.cost_ms:g} ms map, debloat on", args.cost_ms, True),
-        ("free map, debloat off", 0.0, False),
-        ("free map, debloat on", 0.0, True),
+        (f"{args.cost_ms:g} ms map, debloat off", args.cost_ms, False, False),
+        (f"{args.cost_ms:g} ms map, debloat on", args.cost_ms, True, False),
+        (f"{args.cost_ms:g} ms map, unaligned", args.cost_ms, False, True),
+        ("free map, debloat off", 0.0, False, False),
+        ("free map, debloat on", 0.0, True, False),
+        ("free map, unaligned", 0.0, False, True),
     ]
-    results: Dict[str, List[dict]] = {name: [] for name, _, _ in configs}
+    results: Dict[str, List[dict]] = {name: [] for name, *_ in configs}
     for _ in range(args.rounds):
-        for name, cost, debloat in configs:
-            results[name].append(run(args.seconds, cost, args.interval_ms, debloat))
+        for name, cost, debloat, unaligned in configs:
+            results[name].append(run(args.seconds, cost, args.interval_ms, debloat,
+                                     unaligned))
 
     free_runs = results["free map, debloat on"]
     free_durations = [d for r in free_runs for d in r["durations"]]
@@ -169,13 +176,13 @@ def main(argv: List[str] | None = None) -> None:
     print(f"{'run':<28}{'ckpts/run':>10}{'not done':>9}{'dur p50':>9}{'dur max':>9}"
           f"{'p50 vs free map':>16}{'records/s':>11}")
     rows = []
-    for name, cost, debloat in configs:
+    for name, cost, debloat, unaligned in configs:
         rs = results[name]
         durations = [d for r in rs for d in r["durations"]]
         p50 = statistics.median(durations) if durations else float("nan")
         mx = max(durations) if durations else float("nan")
         rps = statistics.median(r["records_per_s"] for r in rs)
-        row = {"name": name, "cost_ms": cost, "debloat": debloat,
+        row = {"name": name, "cost_ms": cost, "debloat": debloat, "unaligned": unaligned,
                "checkpoints_per_run": len(durations) / len(rs),
                "not_completed_per_run": sum(r["not_completed"] for r in rs) / len(rs),
                "duration_ms_p50": p50, "duration_ms_max": mx,
@@ -187,6 +194,10 @@ def main(argv: List[str] | None = None) -> None:
         print(f"{name:<28}{row['checkpoints_per_run']:>10.1f}"
               f"{row['not_completed_per_run']:>9.1f}{p50:>9.0f}{mx:>9.0f}{ratio:>16}"
               f"{shown:>11}")
+    by_name = {r["name"]: r for r in rows}
+    free_u, free_a = by_name["free map, unaligned"], by_name["free map, debloat off"]
+    print(f"\nunaligned without back-pressure: {free_u['records_per_s'] / free_a['records_per_s']:.3f}x "
+          "the records/s of aligned (debloating off both; goal >= 0.97x)")
     print("\nnot done: triggered while the map was slow, not completed (declined or left "
           "waiting); with debloating off the backlog drains when the map turns free, so "
           "its durations are a lower bound")
