@@ -201,13 +201,16 @@ class CheckpointCoordinator(StorageRecovery):
 
     # -- task status -------------------------------------------------------------------------
     def tasks_running(self, subtasks: Iterable[SubtaskId]) -> None:
-        """Deployed and running; (re)starts the periodic timer: next trigger at
-        now + interval."""
+        """Deployed and initialized; (re)starts the periodic timer: next trigger at
+        now + interval. A task that already said it ended its input (its messages may
+        arrive out of order) or finished stays so."""
         for t in subtasks:
             self._check_known(t)
-            self.statuses[t] = TaskStatus.RUNNING
+            if self.statuses[t] == TaskStatus.NOT_RUNNING:
+                self.statuses[t] = TaskStatus.RUNNING
         if self.settings.enabled and not self._shutdown:
             self._next_trigger_ms = self.clock.monotonic_ms() + self.settings.interval_ms
+        self._maybe_trigger_final()   # the last task up may be what the final one waited for
 
     def tasks_not_running(self, subtasks: Iterable[SubtaskId]) -> None:
         """Being restarted: every pending checkpoint is aborted (TASK_FAILURE); tasks

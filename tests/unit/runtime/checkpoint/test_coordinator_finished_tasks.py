@@ -9,6 +9,7 @@ from flowray.runtime.checkpoint.completed import (
 )
 from flowray.runtime.checkpoint.coordinator import CheckpointCoordinator
 from flowray.runtime.checkpoint.pending import AckResult
+from flowray.runtime.checkpoint.plan import TaskStatus
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.runtime.checkpoint.stats import CheckpointStatsTracker
 from flowray.runtime.checkpoint.storage import MemoryCheckpointStorage
@@ -166,6 +167,22 @@ def test_all_ended_input_triggers_final_checkpoint_at_once():
         h.coord.task_finished(t)
     h.advance(60_000)
     assert h.coord.pending_ids() == []
+
+
+def test_an_ended_input_reported_before_the_task_is_up_is_kept_and_the_final_follows():
+    """A task's 'initialized' and 'ended input' may reach the job master out of order (its
+    actor serves calls in several threads): 'initialized' must not turn an ended task back
+    into a running one, or the final checkpoint never comes (a restored job hung so)."""
+    h = Harness(interval_ms=60_000, running=False)
+    others = [SRC0, SRC1, MAP0, MAP1]
+    h.coord.tasks_running(others)
+    h.coord.task_ended_input(SINK)      # before its 'initialized'
+    assert h.coord.pending_ids() == []
+    h.coord.tasks_running([SINK])       # late
+    assert h.coord.statuses[SINK] is TaskStatus.ENDED_INPUT
+    for t in others:
+        h.coord.task_finished(t)
+    assert h.coord.pending_ids() == [1]  # the final checkpoint
 
 
 def test_final_checkpoint_waits_for_the_pending_one():
