@@ -11,9 +11,18 @@ import statistics
 import time
 from collections import Counter
 
-from flowray import StreamExecutionEnvironment
+import pytest
+
+from flowray import JobExecutionError, StreamExecutionEnvironment
 from flowray.common import WatermarkStrategy
-from flowray.testing import FaultInjector, TestingSource, TransactionalTestingSink, wait_until
+from flowray.testing import (
+    HOLD,
+    PAUSE,
+    FaultInjector,
+    TestingSource,
+    TransactionalTestingSink,
+    wait_until,
+)
 
 N = 8_000
 SLOW_S = 0.001   # per record: the map is the bottleneck (2 subtasks, ~2,000 records/s)
@@ -80,3 +89,95 @@ def test_unaligned_checkpoints_overtake_the_backlog_that_aligned_ones_wait_behin
     # killed mid-stream, restored from an unaligned checkpoint: exactly once
     assert len(injector.killed) == 1 and unaligned.outcome.restarts >= 1
     assert Counter(sink.committed()) == Counter(range(N))
+
+
+def _completed_with_records_in_flight(client):
+    try:
+        history = client.get_checkpoint_stats()["history"]
+    except Exception:  # the job master is being restarted
+        return []
+    return [h for h in history if h["status"] == "COMPLETED" and not h["is_savepoint"]
+            and any(m.get("persisted_data", 0) > 0 for m in h.get("tasks", {}).values())]
+
+
+def _pairs(n, hold):
+    """(k, 1) records in two halves (one per source subtask at p=2), each with a HOLD at
+    nine tenths, so the first run cannot end before it is cancelled. ``hold=False`` puts
+    PAUSE(0) in their places (same positions, nothing held) for the resumed run."""
+    items = [(i % 16, 1) for i in range(n)]
+    for at in (n * 19 // 20, n * 9 // 20):
+        items.insert(at, HOLD() if hold else PAUSE(0))
+    return items
+
+
+def _keyed_sum_job(tmp_path, parallelism, items, extra=None):
+    """(k, 1) records -> slow keyed map -> keyed running sum on incremental RocksDB ->
+    transactional sink. Its committed output is known exactly: (k, 1) .. (k, count_k)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    for key, value in {
+            "execution.checkpointing.unaligned.enabled": "true",
+            "execution.checkpointing.externalized-checkpoint-retention":
+                "RETAIN_ON_CANCELLATION",
+            "flowray.channel.debloat.enabled": "false",
+            "flowray.channel.batch-size": "500",
+            "flowray.channel.credits": "4",
+            "state.backend.type": "rocksdb",
+            "state.backend.incremental": "true",
+            "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
+            "state.checkpoints.dir": str(tmp_path / "chk"),
+            "state.checkpoints.num-retained": "1000",   # the test picks one to resume from
+            "execution.checkpointing.timeout": "2 min",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "5",
+            "restart-strategy.fixed-delay.delay": "100 ms", **(extra or {})}.items():
+        env.get_configuration().set_string(key, value)
+    env.enable_checkpointing(200)
+    env.set_parallelism(parallelism)
+    (env.from_source(TestingSource(items, ledger_dir=str(tmp_path / "faults")),
+                     WatermarkStrategy.no_watermarks(), "pairs").uid("pairs")
+        .key_by(lambda t: t[0]).map(_slow).uid("slow map").name("slow map")
+        .key_by(lambda t: t[0]).sum(1).uid("running sum").name("running sum")
+        .sink_to(TransactionalTestingSink(str(tmp_path / "out"))).uid("sink"))
+    return env
+
+
+def test_unaligned_rocksdb_job_survives_task_and_master_kills_and_rescales_2_to_3(
+        ray_session, tmp_path):
+    """On RocksDB with unaligned checkpoints: a running-sum task is killed, then the job
+    master; the job is cancelled once a later checkpoint holds records in flight, and
+    resumed from that checkpoint at parallelism 3. Both runs together commit every
+    running-sum step exactly once."""
+    n = 16_000
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    first = _keyed_sum_job(tmp_path, 2, _pairs(n, hold=True))
+    client = first.execute_async("unaligned-rocksdb")
+    injector = FaultInjector(client, random.Random(32))
+    wait_until(lambda: len(sink.committed()) >= n // 8 and _completed_with_records_in_flight(
+        client), 120, "records committed and an unaligned checkpoint", poll_s=0.1)
+    sums = sorted(k for k, name in injector.task_actor_names().items() if "running sum" in name)
+    injector.kill(sums[0])
+    seen = len(_completed_with_records_in_flight(client))
+    wait_until(lambda: len(_completed_with_records_in_flight(client)) > seen, 120,
+               "an unaligned checkpoint after the restore", poll_s=0.1)
+    before_master_kill = max(h["checkpoint_id"]
+                             for h in _completed_with_records_in_flight(client))
+    injector.kill_job_master()
+    wait_until(lambda: any(h["checkpoint_id"] > before_master_kill
+                           for h in _completed_with_records_in_flight(client))
+               and len(sink.committed()) >= n // 3, 120,
+               "an unaligned checkpoint by the restarted master", poll_s=0.1)
+    client.cancel()
+    with pytest.raises(JobExecutionError, match="CANCELED"):
+        client.wait(timeout_s=120)
+    latest = _completed_with_records_in_flight(client)[-1]
+    assert all(m.get("unaligned") for m in latest["tasks"].values()), latest["tasks"]
+    assert len(sink.committed()) < n
+
+    rescaled = _keyed_sum_job(tmp_path, 3, _pairs(n, hold=False), {
+        "execution.savepoint.path": latest["external_path"].rsplit("/", 1)[0]})
+    rescaled.execute("unaligned-rocksdb-rescaled")
+    per_key = Counter(i % 16 for i in range(n))
+    want = Counter((k, c) for k, count in per_key.items() for c in range(1, count + 1))
+    got = Counter(sink.committed())
+    assert got == want, (f"{sum((want - got).values())} missing, "
+                         f"{sum((got - want).values())} extra")
