@@ -432,15 +432,25 @@ class SocketChannelWriter(ChannelWriter):
         self.closed = False
         self.overdraft = False
         self._unsent: Deque[Frame] = deque()  # written in overdraft, no credit yet
+        self._consumer_gone = False   # the reader closed the connection
 
     def fileno(self) -> int:
-        """The connection's descriptor: readable when credits came back."""
-        return self._sock.fileno()
+        """The connection's descriptor: readable when credits came back (-1 once the
+        reader closed it: it would stay readable for a selector for good)."""
+        return -1 if self._consumer_gone else self._sock.fileno()
 
     def in_flight(self) -> int:
-        """Frames not yet taken by the reader (reads returned credits without blocking)."""
-        data = _recv_nowait(self._sock)
-        if data:
+        """Frames not yet taken by the reader (reads returned credits without blocking);
+        0 once the reader closed the connection (nothing more will be taken)."""
+        if self._consumer_gone:
+            return 0
+        while True:
+            data = _recv_nowait(self._sock)
+            if data is None:
+                break
+            if not data:
+                self._consumer_gone = True
+                return 0
             self._take_credits(data)
         return self.credits - self._available
 
@@ -502,8 +512,12 @@ class SocketChannelWriter(ChannelWriter):
             return True
         while True:
             data = _recv_nowait(self._sock)
-            if not data:
+            if data is None:
                 break
+            if not data:   # without a consumer the frames waiting here can never go
+                self._consumer_gone = True
+                raise ChannelClosedError(
+                    f"channel {self.channel_id}: the consumer closed the connection")
             self._take_credits(data)
         while self._unsent and self._available > 0:
             frame = self._unsent.popleft()
@@ -604,7 +618,9 @@ class SocketChannelReader(ChannelReader):
         self.eager = False
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        """The connection's descriptor (-1 once the end of the stream was read: it would
+        stay readable for a selector for good)."""
+        return -1 if self._eof else self.sock.fileno()
 
     def ready_without_io(self) -> bool:
         """Whether :meth:`poll` has something without the socket becoming readable:

@@ -27,7 +27,8 @@ from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     MixedInputGate,
 )
-from flowray.runtime.network.channel import ChannelReader, InputGate
+from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
+from flowray.runtime.network.credit_wait import CreditWaiter
 from flowray.runtime.network.debloat import INITIAL_BATCH, BufferDebloater
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
@@ -139,6 +140,8 @@ class StreamTask:
         self._cancelled = threading.Event()
         self._mailbox: Deque[Callable[[], None]] = deque()
         self._wakeup = threading.Event()
+        #: unaligned checkpoints: waits for a credit, an input frame or the mailbox
+        self._credit_waiter: Optional[CreditWaiter] = None
         # restored from a checkpoint taken after this subtask finished (or after its
         # operators finished): emit nothing, run no finish() again, just end
         self.finished_on_restore = bool(tdd.restore is not None and tdd.restore.finished)
@@ -184,11 +187,17 @@ class StreamTask:
     def cancel(self) -> None:
         self._cancelled.set()
         self._wakeup.set()
+        waiter = self._credit_waiter
+        if waiter is not None:
+            waiter.wake()
 
     def submit(self, action: Callable[[], None]) -> None:
         """Run ``action`` in the task thread between two batches (Flink's mailbox)."""
         self._mailbox.append(action)
         self._wakeup.set()
+        waiter = self._credit_waiter
+        if waiter is not None:   # a task waiting for a credit runs the action now
+            waiter.wake()
         gate = self.gate
         if gate is not None:  # a task waiting for input runs the action now
             gate.wakeup()
@@ -801,18 +810,21 @@ class StreamTask:
             self._wakeup.set()
 
     # -- unaligned checkpoints (task thread; docs/internals/unaligned-checkpoints.md) -----
-    #: longest wait for a credit before outputs and inputs are looked at again
+    #: longest wait for a credit on a channel that cannot be selected (in process)
     UNALIGNED_POLL_S = 0.001
+    #: longest wait for a credit with an aligned-checkpoint timeout to look at
+    UNALIGNED_TIMEOUT_CHECK_S = 0.005
 
     def _prepare_unaligned(self) -> None:
         """Writers never block inside a batch (overdraft), readers look at every frame
         for priority barriers, and an in-process credit wakes this task up."""
         tdd = self.tdd
+        waiter = self._credit_waiter = CreditWaiter(self.UNALIGNED_POLL_S)
         for rw in self.record_writers.values():
             for w in rw.writers:
                 if w.supports_priority:
                     w.overdraft = True
-                    w.on_credit = self._wakeup.set
+                    w.on_credit = waiter.wake
         for r in self.readers.values():
             if hasattr(r, "eager"):
                 r.eager = True
@@ -840,14 +852,20 @@ class StreamTask:
         for w in blocked:
             w.stats.blocked += 1
             w.stats.blocked_since = now
+        waiter = self._credit_waiter
+        assert waiter is not None
+        handler = self.barrier_handler
+        # the aligned-checkpoint timeout is looked at while waiting, too
+        most = self.UNALIGNED_TIMEOUT_CHECK_S if isinstance(
+            handler, UnalignedBarrierHandler) and handler.aligned_timeout_ms else None
         try:
             while blocked:
                 self._check_cancel()
                 self._receive_priority(live)
-                self._housekeeping()
+                wait = self._housekeeping()
                 blocked = [w for w in blocked if not w.is_available()]
                 if blocked:
-                    self._wakeup.wait(self.UNALIGNED_POLL_S)
+                    waiter.wait(blocked, live, wait if most is None else min(wait, most))
         finally:
             end = time.monotonic()
             for rw in self.record_writers.values():
@@ -953,16 +971,30 @@ class StreamTask:
             recording.add_unprocessed(cid, [encode_frame(rest, 0)])
         first = getattr(self, "_first_barrier", None)
         me = self.tdd.subtask.index
-        if not self._input_ended:
-            for rw in self.record_writers.values():
+        ended = self._input_ended
+        for rw in self.record_writers.values():
+            if not ended:
                 rw.flush()   # records before the barrier go before it, or into the state
-                for w in rw.writers:
-                    exchange, consumer, aligned_only = self._out_specs[w.channel_id]
-                    if aligned_only or not w.supports_priority:
-                        w.write(barrier)   # in band, behind everything (Flink's broadcast)
+            for w in rw.writers:
+                exchange, consumer, aligned_only = self._out_specs[w.channel_id]
+                if ended:
+                    # end-of-partition is written: the barrier still overtakes the frames
+                    # the consumer has not taken (it waits for no backlog at the end);
+                    # one that took them all counts the end as the barrier
+                    if aligned_only or not w.supports_priority or w.closed or (
+                            w.is_available() and w.in_flight() == 0):
                         continue
                     recording.add_output(exchange, me, consumer, w.unsent())
-                    w.write_priority(barrier)
+                    try:
+                        w.write_priority(barrier)
+                    except ChannelClosedError:   # it took the end meanwhile, and left
+                        pass
+                    continue
+                if aligned_only or not w.supports_priority:
+                    w.write(barrier)   # in band, behind everything (Flink's broadcast)
+                    continue
+                recording.add_output(exchange, me, consumer, w.unsent())
+                w.write_priority(barrier)
         for cid in action.recording:
             self.readers[cid].start_recording()
         self._recording = recording
@@ -1122,11 +1154,28 @@ class StreamTask:
 
     def _await_consumers(self) -> None:
         """Before the connections close: every consumer has taken every frame (closing a
-        TCP connection earlier may lose them; see ``ChannelWriter.await_taken``)."""
+        TCP connection earlier may lose them; see ``ChannelWriter.await_taken``). With
+        unaligned checkpoints the mailbox runs meanwhile: a checkpoint does not wait for
+        the consumers' backlog."""
+        if self._credit_waiter is not None and not self._cancelled.is_set():
+            self._await_consumers_unaligned(self._credit_waiter)
         for rw in self.record_writers.values():
             rw.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
         for ch in self._driver_channels:
             ch.writer.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
+
+    def _await_consumers_unaligned(self, waiter: CreditWaiter) -> None:
+        writers = [w for rw in self.record_writers.values() for w in rw.writers
+                   if w.supports_priority]
+        deadline = time.monotonic() + CONSUMER_DRAIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._check_cancel()
+            wait = self._housekeeping()
+            untaken = [w for w in writers if not w.closed and (
+                not w.is_available() or w.in_flight() > 0)]
+            if not untaken:
+                return
+            waiter.wait(untaken, (), min(wait, deadline - time.monotonic()))
 
     def _release(self) -> None:
         # a checkpoint still recording channel state is over: its ack waits no more
@@ -1138,6 +1187,9 @@ class StreamTask:
         gate = getattr(self, "gate", None)
         if gate is not None:
             gate.close()
+        waiter, self._credit_waiter = self._credit_waiter, None
+        if waiter is not None:
+            waiter.close()
         for ch in self._driver_channels:
             ch.close()
         if self.checkpointer is not None:
