@@ -15,8 +15,9 @@ old parallelism each channel goes to its old consumer. After a rescale:
 ...        TaskStateSnapshot(in_flight=[InFlightData(name, 0, 1, OUTPUT_SIDE, [b"b"])])]
 >>> ex = Exchange(name, "v2", consumer_parallelism=2, old_consumer_parallelism=2,
 ...               max_parallelism=128, keyed=True)
->>> assign_in_flight(old, [ex])
-{'v2:1': [RecoveredInput(input_index=0, frames=[b'a', b'b'], key_groups=None)]}
+>>> got = assign_in_flight(old, [ex])
+>>> [(key, r.input_index, r.frames, r.key_groups) for key, [r] in got.items()]
+[('v2:1', 0, [b'a', b'b'], None)]
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ class Exchange:
 class RecoveredInput:
     """Encoded record frames one new subtask replays into input ``input_index`` before
     its live input; ``key_groups``: keep only records of these (after a rescale of a
-    keyed exchange), ``None``: all."""
+    keyed exchange), ``None``: all. ``exchange`` and ``producer``: the old channel's
+    (a checkpoint taken before they are all replayed files the rest under them)."""
 
     input_index: int
     frames: List[bytes]
     key_groups: Optional[KeyGroupRange] = None
+    exchange: Optional[ExchangeName] = None
+    producer: int = 0
 
 
 def _channels(snapshots: Iterable[TaskStateSnapshot]
@@ -114,17 +118,18 @@ def _for_consumers(ex: Exchange, channels: Dict[Tuple[int, int], List[bytes]]
     ordered = sorted(channels.items(), key=lambda item: (item[0][1], item[0][0]))
     n = ex.consumer_parallelism
     if n == ex.old_consumer_parallelism:   # each channel to its consumer, untouched
-        return [(consumer, RecoveredInput(ex.input_index, frames))
-                for (_, consumer), frames in ordered]
+        return [(consumer, RecoveredInput(ex.input_index, frames, None, ex.name, producer))
+                for (producer, consumer), frames in ordered]
     if not ex.keyed:   # round-robin over the new consumers
-        return [(i % n, RecoveredInput(ex.input_index, frames))
-                for i, (_, frames) in enumerate(ordered)]
+        return [(i % n, RecoveredInput(ex.input_index, frames, None, ex.name, producer))
+                for i, ((producer, _), frames) in enumerate(ordered)]
     out = []
     for new in range(n):
         mine = compute_key_group_range_for_operator_index(ex.max_parallelism, n, new)
-        for (_, old), frames in ordered:
+        for (producer, old), frames in ordered:
             theirs = compute_key_group_range_for_operator_index(
                 ex.max_parallelism, ex.old_consumer_parallelism, old)
             if len(mine.intersection(theirs)):
-                out.append((new, RecoveredInput(ex.input_index, frames, mine)))
+                out.append((new, RecoveredInput(ex.input_index, frames, mine, ex.name,
+                                                producer)))
     return out

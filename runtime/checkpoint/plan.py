@@ -52,7 +52,8 @@ def compute_checkpoint_plan(
 ) -> CheckpointPlan:
     """Flink 1.14+ "checkpoints after tasks finished": every task not finished
     acknowledges; a task not finished is triggered directly when none of its upstream
-    tasks can still send it a barrier (all ENDED_INPUT or FINISHED; sources have none).
+    tasks can still send it a barrier (all ENDED_INPUT or FINISHED; sources have none),
+    or when it ended its input itself.
 
     >>> a, b, c, d = (SubtaskId(v, 0) for v in "abcd")   # a -> b, a -> c, b,c -> d
     >>> up = {a: set(), b: {a}, c: {a}, d: {b, c}}
@@ -68,9 +69,12 @@ def compute_checkpoint_plan(
         t for t in upstream if statuses.get(t, TaskStatus.NOT_RUNNING) == TaskStatus.FINISHED
     )
     to_ack = frozenset(t for t in upstream if t not in finished)
+    # a task that ended its input had end-of-partition from every upstream task, whatever
+    # their status here says (a source still waiting for its consumers is RUNNING)
     to_trigger = frozenset(
         t
         for t in to_ack
-        if all(statuses.get(u, TaskStatus.NOT_RUNNING) in _DONE for u in upstream[t])
+        if statuses.get(t) == TaskStatus.ENDED_INPUT
+        or all(statuses.get(u, TaskStatus.NOT_RUNNING) in _DONE for u in upstream[t])
     )
     return CheckpointPlan(to_trigger, to_ack, finished)

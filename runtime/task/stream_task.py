@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import cloudpickle
@@ -27,8 +28,7 @@ from flowray.runtime.network.blocking_partition import (
     BlockingPartitionStore,
     MixedInputGate,
 )
-from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
-from flowray.runtime.network.credit_wait import CreditWaiter
+from flowray.runtime.network.channel import ChannelReader, InputGate
 from flowray.runtime.network.debloat import INITIAL_BATCH, BufferDebloater
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
@@ -40,20 +40,17 @@ from flowray.runtime.network.elements import (
     Watermark,
     WatermarkStatus,
 )
-from flowray.runtime.network.frame_codec import encode_frame
 from flowray.runtime.network.partitioners import RecordWriter
 from flowray.runtime.task.barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
     ChannelStateComplete,
     TriggerCheckpoint,
-    UnalignedBarrierHandler,
     create_barrier_handler,
 )
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
 from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
 from flowray.runtime.task.operator_chain import wire_operator_chain
-from flowray.runtime.task.unaligned import InFlightRecording, recovered_batches
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
     initialize_operator_state,
@@ -63,6 +60,7 @@ from flowray.runtime.task.task_failures import decline_reason, describe_failure
 from flowray.runtime.task.subtask_checkpoints import (
     SubtaskCheckpointCoordinator,
 )
+from flowray.runtime.task.unaligned_channels import UnalignedChannels, replay_in_flight
 from flowray.runtime.task.watermark_valve import WatermarkValve
 from flowray.state.queryable import QueryableStates, UnknownQueryableStateError
 from flowray.state.state_backend import create_keyed_backend
@@ -129,10 +127,6 @@ class StreamTask:
         self.unaligned = False
         self._aligned_timeout_ms = config.get(CHECKPOINTING_ALIGNED_TIMEOUT)
         self._unaligned_forced = config.get(CHECKPOINTING_UNALIGNED_FORCED)
-        self._recording: Optional[InFlightRecording] = None
-        self._first_barrier: Optional[Tuple[str, List[bytes]]] = None
-        self._ms_per_record = 0.0
-        self._unprocessed: Optional[Tuple[Any, ...]] = None
         # buffer debloating: outputs start small and follow their consumers' announcements;
         # inputs measure this task's throughput and announce (see _make_debloater)
         self.debloating = config.get(DEBLOAT_ENABLED)
@@ -140,8 +134,8 @@ class StreamTask:
         self._cancelled = threading.Event()
         self._mailbox: Deque[Callable[[], None]] = deque()
         self._wakeup = threading.Event()
-        #: unaligned checkpoints: waits for a credit, an input frame or the mailbox
-        self._credit_waiter: Optional[CreditWaiter] = None
+        #: this task's channels under unaligned checkpoints (None: aligned)
+        self.unaligned_channels: Optional[UnalignedChannels] = None
         # restored from a checkpoint taken after this subtask finished (or after its
         # operators finished): emit nothing, run no finish() again, just end
         self.finished_on_restore = bool(tdd.restore is not None and tdd.restore.finished)
@@ -187,17 +181,17 @@ class StreamTask:
     def cancel(self) -> None:
         self._cancelled.set()
         self._wakeup.set()
-        waiter = self._credit_waiter
-        if waiter is not None:
-            waiter.wake()
+        channels = self.unaligned_channels
+        if channels is not None:
+            channels.wake()
 
     def submit(self, action: Callable[[], None]) -> None:
         """Run ``action`` in the task thread between two batches (Flink's mailbox)."""
         self._mailbox.append(action)
         self._wakeup.set()
-        waiter = self._credit_waiter
-        if waiter is not None:   # a task waiting for a credit runs the action now
-            waiter.wake()
+        channels = self.unaligned_channels
+        if channels is not None:   # a task waiting for a credit runs the action now
+            channels.wake()
         gate = self.gate
         if gate is not None:  # a task waiting for input runs the action now
             gate.wakeup()
@@ -429,7 +423,7 @@ class StreamTask:
             self._iteration_head or self._loop_inputs or self._loop_outputs
             or any(i.aligned_only for i in tdd.inputs)))
         if self.unaligned:
-            self._prepare_unaligned()
+            self.unaligned_channels = UnalignedChannels(self)
         if tdd.inputs:
             self.barrier_handler = create_barrier_handler(
                 self.checkpointing_mode, [i.channel_id for i in tdd.inputs if not i.feedback],
@@ -594,10 +588,11 @@ class StreamTask:
         batch_size = self.batch_size
         self._loop_turn_ms = self.clock.monotonic_ms()
         writers = list(self.record_writers.values()) if self.debloating else []
+        unaligned = self.unaligned_channels
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
-            if self.unaligned and not self._outputs_available():
-                self._await_outputs(())
+            if unaligned is not None and not unaligned.outputs_available():
+                unaligned.await_outputs(())
                 continue
             # debloated outputs: emit about a batch per channel at a time, so a trigger
             # waiting in the mailbox is not held behind a long back-pressured write
@@ -645,14 +640,14 @@ class StreamTask:
 
         # (an iteration head goes on while its loop holds records, even with no channel
         # left: a loop closed inside its own chain has none)
-        unaligned = self.unaligned
-        self._replay_in_flight(process)   # channel state of an unaligned checkpoint
+        unaligned = self.unaligned_channels
+        self._replay_in_flight(process, live)   # channel state of an unaligned checkpoint
         while live or (head_of_loop and not self._input_ended):
             self._check_cancel()
-            if unaligned:   # a barrier overtakes what is queued; outputs before input
-                self._receive_priority(live)
-                if not self._outputs_available():
-                    self._await_outputs(live)
+            if unaligned is not None:   # a barrier overtakes what is queued; outputs first
+                unaligned.receive_priority(live)
+                if not unaligned.outputs_available():
+                    unaligned.await_outputs(live)
                     continue
             wait = self._housekeeping()
             if head_of_loop:   # an iteration head: its queue, its probes, its end
@@ -708,8 +703,8 @@ class StreamTask:
                         self.records_in += len(frame.records)
                         if in_loop and cid in loop_inputs:
                             self._loop_received += len(frame.records)
-                        if unaligned:   # a barrier may not wait for a slow batch
-                            self._process_in_slices(process[idx], frame, cid, live)
+                        if unaligned is not None:   # a barrier waits for no slow batch
+                            unaligned.process_in_slices(process[idx], frame, cid, live)
                         else:
                             process[idx](frame.records, frame.key_groups, frame.timestamps)
                     elif t is Watermark:
@@ -725,8 +720,8 @@ class StreamTask:
                                 head.process_watermark_status(idle, idx)
                     elif t is EndOfPartition:
                         live.remove(reader)
-                        if unaligned and self._recording is not None:
-                            self._apply(self._recording_ended(reader))
+                        if unaligned is not None:
+                            unaligned.on_end_of_partition(reader)
                         wm = valves[idx].on_end_of_partition(cid)
                         idle = valves[idx].status_change()
                         self._stop_mode = max(self._stop_mode, frame.stop_mode)
@@ -744,11 +739,8 @@ class StreamTask:
                         self._apply(handler.on_end_of_partition(cid))
                         break
                     elif t is CheckpointBarrier:
-                        recording = self._recording
-                        if recording is not None and cid in recording.waiting and \
-                                recording.checkpoint_id == frame.checkpoint_id:
-                            # an in-band barrier (a producer without a priority path)
-                            recording.input_arrived(cid, reader.stop_recording())
+                        if unaligned is not None:   # (a producer without a priority path)
+                            unaligned.on_in_band_barrier(reader, frame.checkpoint_id)
                         self._apply(handler.on_barrier(cid, frame))
                     elif t is CancelCheckpointMarker:
                         self._apply(handler.on_cancel_marker(cid, frame.checkpoint_id))
@@ -809,247 +801,31 @@ class StreamTask:
             self._stop_mode = max(self._stop_mode, stop_mode)
             self._wakeup.set()
 
-    # -- unaligned checkpoints (task thread; docs/internals/unaligned-checkpoints.md) -----
-    #: longest wait for a credit on a channel that cannot be selected (in process)
-    UNALIGNED_POLL_S = 0.001
-    #: longest wait for a credit with an aligned-checkpoint timeout to look at
-    UNALIGNED_TIMEOUT_CHECK_S = 0.005
-
-    def _prepare_unaligned(self) -> None:
-        """Writers never block inside a batch (overdraft), readers look at every frame
-        for priority barriers, and an in-process credit wakes this task up."""
-        tdd = self.tdd
-        waiter = self._credit_waiter = CreditWaiter(self.UNALIGNED_POLL_S)
-        for rw in self.record_writers.values():
-            for w in rw.writers:
-                if w.supports_priority:
-                    w.overdraft = True
-                    w.on_credit = waiter.wake
-        for r in self.readers.values():
-            if hasattr(r, "eager"):
-                r.eager = True
-        self._in_specs = {i.channel_id: (i.exchange, i.producer.index, tdd.subtask.index)
-                          for i in tdd.inputs}
-        self._out_specs = {cid: (o.exchange, c.index, o.aligned_only)
-                           for o in tdd.outputs for cid, c in o.channels}
-
-    def _outputs_available(self) -> bool:
-        """Nothing is waiting for a credit (sends what the credits allow)."""
-        available = True
-        for rw in self.record_writers.values():
-            for w in rw.writers:
-                if not w.is_available():
-                    available = False
-        return available
-
-    def _await_outputs(self, live: Any) -> None:
-        """Outputs hold frames without a credit: wait (back-pressure, as a blocked write
-        counts) until credits came back, while priority barriers and mailbox actions
-        (a source's trigger) are handled at once."""
-        blocked = [w for rw in self.record_writers.values() for w in rw.writers
-                   if not w.is_available()]
-        now = time.monotonic()
-        for w in blocked:
-            w.stats.blocked += 1
-            w.stats.blocked_since = now
-        waiter = self._credit_waiter
-        assert waiter is not None
-        handler = self.barrier_handler
-        # the aligned-checkpoint timeout is looked at while waiting, too
-        most = self.UNALIGNED_TIMEOUT_CHECK_S if isinstance(
-            handler, UnalignedBarrierHandler) and handler.aligned_timeout_ms else None
-        try:
-            while blocked:
-                self._check_cancel()
-                self._receive_priority(live)
-                wait = self._housekeeping()
-                blocked = [w for w in blocked if not w.is_available()]
-                if blocked:
-                    waiter.wait(blocked, live, wait if most is None else min(wait, most))
-        finally:
-            end = time.monotonic()
-            for rw in self.record_writers.values():
-                for w in rw.writers:
-                    since = w.stats.blocked_since
-                    if since is not None:
-                        w.stats.blocked_ms += (end - since) * 1000.0
-                        w.stats.blocked_since = None
-        self._loop_turn_ms = self.clock.monotonic_ms()
-
-    def _receive_priority(self, live: Any) -> None:
-        """Take in what the inputs have; handle each priority barrier now."""
-        handler = self.barrier_handler
-        if handler is None:
-            return
-        # every input's next priority barrier first, then oldest checkpoint first: a
-        # reader stops at a barrier until it is handed over, so a recording started by
-        # another input's barrier never takes in frames after this one
-        arrived = [(barrier, before, reader) for reader in list(live)
-                   for barrier, before in reader.receive()]
-        arrived.sort(key=lambda a: a[0].checkpoint_id)
-        for barrier, before, reader in arrived:
-            cid = reader.channel_id
-            recording = self._recording
-            if recording is not None and recording.checkpoint_id == barrier.checkpoint_id:
-                reader.stop_recording()   # started after it arrived: before has it all
-                if cid in recording.waiting:
-                    recording.input_arrived(cid, before)
-                self._apply(handler.on_barrier(cid, barrier))
-                continue
-            self._first_barrier = (cid, before)
-            try:
-                self._apply(handler.on_barrier(cid, barrier))
-            finally:
-                self._first_barrier = None
-        if isinstance(handler, UnalignedBarrierHandler) and handler.aligned_timeout_ms:
-            self._apply(handler.on_time())
-
-    #: with unaligned checkpoints, a batch is processed in slices of about this many ms,
-    #: and priority barriers are looked for between slices (a slow function's batch of
-    #: 1,000 records would otherwise hold a barrier for seconds)
-    UNALIGNED_SLICE_MS = 10.0
-
-    def _process_in_slices(self, process: Callable[..., None], frame: RecordBatch,
-                           channel_id: str, live: Any) -> None:
-        """Process ``frame`` in slices that take about :attr:`UNALIGNED_SLICE_MS` each
-        (one slice when the operators are fast), taking priority barriers between them.
-        A checkpoint triggered between slices keeps the rest of the batch as channel state
-        of ``channel_id`` (it was polled before the barrier)."""
-        records, kgs, ts = frame.records, frame.key_groups, frame.timestamps
-        n = len(records)
-        per_record = self._ms_per_record
-        size = n if per_record <= 0 else max(1, int(self.UNALIGNED_SLICE_MS / per_record))
-        if size >= n:
-            t0 = time.perf_counter()
-            process(records, kgs, ts)
-            self._note_speed(n, t0)
-            return
-        start = 0
-        while start < n:
-            end = min(n, start + size)
-            t0 = time.perf_counter()
-            process(records[start:end], kgs[start:end] if kgs is not None else None,
-                    ts[start:end] if ts is not None else None)
-            self._note_speed(end - start, t0)
-            start = end
-            if start < n:
-                # a checkpoint triggered now keeps the rest of this batch as state
-                self._unprocessed = (channel_id, records, kgs, ts, start)
-                try:
-                    self._receive_priority(live)
-                finally:
-                    self._unprocessed = None
-
-    def _note_speed(self, records: int, t0: float) -> None:
-        """Milliseconds per record of the operators, smoothed."""
-        if records:
-            ms = (time.perf_counter() - t0) * 1000.0 / records
-            self._ms_per_record = ms if self._ms_per_record <= 0 else \
-                0.8 * self._ms_per_record + 0.2 * ms
-
-    def _recording_ended(self, reader: Any) -> List[Any]:
-        """An input ended while recording: what it sent before its end is channel state."""
-        recording = self._recording
-        assert recording is not None and self.barrier_handler is not None
-        if reader.channel_id in recording.waiting:
-            recording.input_arrived(reader.channel_id, reader.stop_recording())
-        return []
-
-    def _perform_unaligned_checkpoint(self, action: TriggerCheckpoint) -> None:
-        """Snapshot now; the barrier overtakes every output's queued frames (kept as
-        output channel state); the inputs still owing it are recorded until it comes."""
-        barrier = action.barrier
-        self.last_alignment_ms = action.alignment_ms
-        self.last_start_delay_ms = max(0.0, float(self.clock.now_ms() - barrier.timestamp))
-        self._stop_recording(None)   # an older one still recording is over
-        recording = InFlightRecording(barrier.checkpoint_id, self._in_specs,
-                                      set(action.recording))
-        if self._unprocessed is not None:   # polled before the barrier, not processed
-            cid, records, kgs, ts, start = self._unprocessed
-            rest = RecordBatch(records[start:], kgs[start:] if kgs is not None else None,
-                               ts[start:] if ts is not None else None)
-            recording.add_unprocessed(cid, [encode_frame(rest, 0)])
-        first = getattr(self, "_first_barrier", None)
-        me = self.tdd.subtask.index
-        ended = self._input_ended
-        for rw in self.record_writers.values():
-            if not ended:
-                rw.flush()   # records before the barrier go before it, or into the state
-            for w in rw.writers:
-                exchange, consumer, aligned_only = self._out_specs[w.channel_id]
-                if ended:
-                    # end-of-partition is written: the barrier still overtakes the frames
-                    # the consumer has not taken (it waits for no backlog at the end);
-                    # one that took them all counts the end as the barrier
-                    if aligned_only or not w.supports_priority or w.closed or (
-                            w.is_available() and w.in_flight() == 0):
-                        continue
-                    recording.add_output(exchange, me, consumer, w.unsent())
-                    try:
-                        w.write_priority(barrier)
-                    except ChannelClosedError:   # it took the end meanwhile, and left
-                        pass
-                    continue
-                if aligned_only or not w.supports_priority:
-                    w.write(barrier)   # in band, behind everything (Flink's broadcast)
-                    continue
-                recording.add_output(exchange, me, consumer, w.unsent())
-                w.write_priority(barrier)
-        for cid in action.recording:
-            self.readers[cid].start_recording()
-        self._recording = recording
-        if first is not None:
-            recording.input_arrived(*first)
-        if not recording.waiting:
-            recording.input_arrived("", [])   # nothing to wait for: complete
-        if self.keyed_backend is not None:
-            self.keyed_backend.queryable.on_checkpoint(barrier.checkpoint_id)
-        self.checkpointer.checkpoint(barrier, action.alignment_ms, self._input_ended,
-                                     drained=self._stop_mode != STOP_NO_DRAIN,
-                                     in_flight=recording.future)
-        final = barrier.is_savepoint if self._stop_mode != END_OF_INPUT else True
-        if self._input_ended and self._final_checkpoint is None and final:
-            self._final_checkpoint = barrier.checkpoint_id
-
-    def _stop_recording(self, checkpoint_id: Optional[int]) -> None:
-        """Abort the recording of ``checkpoint_id`` (None: of any checkpoint)."""
-        recording = self._recording
-        if recording is None or recording.future.done() and not recording.waiting:
-            self._recording = None
-            return
-        if checkpoint_id is not None and recording.checkpoint_id != checkpoint_id:
-            return
-        for cid in recording.waiting:
-            reader = self.readers.get(cid)
-            if reader is not None:
-                reader.stop_recording()
-        recording.abort()
-        self._recording = None
-
-    def _replay_in_flight(self, process: Dict[int, Callable[..., None]]) -> None:
+    def _replay_in_flight(self, process: Dict[int, Callable[..., None]], live: Any) -> None:
         """Restored channel state goes through the operators before any live input."""
         restore = self.tdd.restore
         recovered = getattr(restore, "in_flight", None) if restore is not None else None
         if not recovered or self.finished_on_restore:
             return
-        for item in recovered:
-            for batch in recovered_batches(item.frames, item.key_groups):
-                self.records_in += len(batch.records)
-                process[item.input_index](batch.records, batch.key_groups, batch.timestamps)
+        if self.unaligned_channels is not None:   # checkpoints go on meanwhile
+            self.unaligned_channels.replay(recovered, process, live)
+        else:
+            self.records_in += replay_in_flight(recovered, process)
 
     # -- checkpoints (task thread) -------------------------------------------------------
     def _apply(self, actions: List[Any]) -> None:
         for action in actions:
             if isinstance(action, TriggerCheckpoint):
                 if action.unaligned:
-                    self._perform_unaligned_checkpoint(action)
+                    self._unaligned().perform_checkpoint(action)
                 else:
                     self._perform_checkpoint(action.barrier, action.alignment_ms)
             elif isinstance(action, ChannelStateComplete):
                 pass   # the recording completed itself as its last input arrived
             elif isinstance(action, AbortCheckpoint):
                 cid = action.checkpoint_id
-                self._stop_recording(cid)
+                if self.unaligned_channels is not None:
+                    self.unaligned_channels.stop_recording(cid)
                 if not self._input_ended:
                     for rw in self.record_writers.values():
                         rw.broadcast_event(CancelCheckpointMarker(cid))
@@ -1062,7 +838,7 @@ class StreamTask:
                 # band; a task downstream switches once it is old enough
                 if self.unaligned and not barrier.is_savepoint and \
                         not self._aligned_timeout_ms:
-                    self._perform_unaligned_checkpoint(TriggerCheckpoint(barrier, 0.0, True))
+                    self._unaligned().perform_checkpoint(TriggerCheckpoint(barrier, 0.0, True))
                 else:
                     self._perform_checkpoint(barrier, 0.0)
         else:
@@ -1081,16 +857,23 @@ class StreamTask:
                 rw.broadcast_event(barrier)
         self._snapshot(barrier, alignment_ms)
 
+    def _unaligned(self) -> UnalignedChannels:
+        channels = self.unaligned_channels
+        assert channels is not None, "an unaligned checkpoint at an aligned task"
+        return channels
+
     def _snapshot(self, barrier: CheckpointBarrier, alignment_ms: float,
-                  input_ended: Optional[bool] = None) -> None:
+                  input_ended: Optional[bool] = None,
+                  in_flight: Optional[Future] = None) -> None:
         """The checkpoint's synchronous part at this task, after the barrier went on;
         ``input_ended``: whether the input had ended when the barrier passed (default:
-        now)."""
+        now); ``in_flight``: the channel state of an unaligned checkpoint, to come."""
         if self.keyed_backend is not None:
             self.keyed_backend.queryable.on_checkpoint(barrier.checkpoint_id)
         ended = self._input_ended if input_ended is None else input_ended
         self.checkpointer.checkpoint(barrier, alignment_ms, ended,
-                                     drained=self._stop_mode != STOP_NO_DRAIN)
+                                     drained=self._stop_mode != STOP_NO_DRAIN,
+                                     in_flight=in_flight)
         # a stopping task ends with the savepoint of the stop, no other checkpoint
         final = barrier.is_savepoint if self._stop_mode != END_OF_INPUT else True
         if self._input_ended and self._final_checkpoint is None and final:
@@ -1106,7 +889,8 @@ class StreamTask:
             self._final_checkpoint_done = True
 
     def _on_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        self._stop_recording(checkpoint_id)
+        if self.unaligned_channels is not None:
+            self.unaligned_channels.stop_recording(checkpoint_id)
         if self.keyed_backend is not None:
             self.keyed_backend.notify_checkpoint_aborted(checkpoint_id)
         for op in self.operators:
@@ -1148,7 +932,8 @@ class StreamTask:
             ch.close()
         for op in self.operators:
             op.close()
-        self._stop_recording(None)   # an input that never sent its barrier: no ack
+        if self.unaligned_channels is not None:   # an input never sent its barrier: no ack
+            self.unaligned_channels.stop_recording(None)
         if self.checkpointer is not None:
             self.checkpointer.close(wait=True)
 
@@ -1157,29 +942,18 @@ class StreamTask:
         TCP connection earlier may lose them; see ``ChannelWriter.await_taken``). With
         unaligned checkpoints the mailbox runs meanwhile: a checkpoint does not wait for
         the consumers' backlog."""
-        if self._credit_waiter is not None and not self._cancelled.is_set():
-            self._await_consumers_unaligned(self._credit_waiter)
+        if self.unaligned_channels is not None and not self._cancelled.is_set():
+            self.unaligned_channels.await_consumers(CONSUMER_DRAIN_TIMEOUT_S)
         for rw in self.record_writers.values():
             rw.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
         for ch in self._driver_channels:
             ch.writer.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
 
-    def _await_consumers_unaligned(self, waiter: CreditWaiter) -> None:
-        writers = [w for rw in self.record_writers.values() for w in rw.writers
-                   if w.supports_priority]
-        deadline = time.monotonic() + CONSUMER_DRAIN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            self._check_cancel()
-            wait = self._housekeeping()
-            untaken = [w for w in writers if not w.closed and (
-                not w.is_available() or w.in_flight() > 0)]
-            if not untaken:
-                return
-            waiter.wait(untaken, (), min(wait, deadline - time.monotonic()))
-
     def _release(self) -> None:
         # a checkpoint still recording channel state is over: its ack waits no more
-        self._stop_recording(None)
+        channels, self.unaligned_channels = self.unaligned_channels, None
+        if channels is not None:
+            channels.close()
         for rw in self.record_writers.values():
             rw.close()
         for r in self.readers.values():
@@ -1187,9 +961,6 @@ class StreamTask:
         gate = getattr(self, "gate", None)
         if gate is not None:
             gate.close()
-        waiter, self._credit_waiter = self._credit_waiter, None
-        if waiter is not None:
-            waiter.close()
         for ch in self._driver_channels:
             ch.close()
         if self.checkpointer is not None:

@@ -48,6 +48,7 @@ class InFlightRecording:
         self._inputs = inputs
         self.waiting = set(waiting)
         self.entries: List[InFlightData] = []
+        self._unprocessed = 0   # entries added by add_unprocessed (at the front)
         self.future: "Future[List[InFlightData]]" = Future()
 
     def add_output(self, exchange: ExchangeName, producer: int, consumer: int,
@@ -71,14 +72,17 @@ class InFlightRecording:
             self.future.set_result(self.entries)
         return not self.waiting
 
-    def add_unprocessed(self, channel_id: str, frames: List[bytes]) -> None:
-        """The rest of a batch of ``channel_id`` polled before the checkpoint and not
-        processed when it was taken: channel state ahead of anything else of that
-        channel."""
+    def add_unprocessed(self, channel: Tuple[ExchangeName, int, int],
+                        frames: List[bytes]) -> None:
+        """Records taken in before the checkpoint and not processed when it was taken
+        (the rest of a batch, restored channel state not replayed yet), of ``channel``
+        (exchange name, producer index, consumer index): channel state ahead of
+        anything recorded from the inputs, in the order of the calls."""
         if frames:
-            exchange, producer, consumer = self._inputs[channel_id]
-            self.entries.insert(0, InFlightData(exchange, producer, consumer, INPUT_SIDE,
-                                                list(frames)))
+            exchange, producer, consumer = channel
+            self.entries.insert(self._unprocessed, InFlightData(
+                exchange, producer, consumer, INPUT_SIDE, list(frames)))
+            self._unprocessed += 1
 
     def abort(self) -> None:
         if not self.future.done():

@@ -82,6 +82,10 @@ def test_unaligned_checkpoints_overtake_the_backlog_that_aligned_ones_wait_behin
     assert len(a) >= 1 and len(u) >= 3, (a, u)
     # 4 credits x 500 records x 1 ms are in flight on each channel into the slow map
     assert statistics.median(u) * 5 < statistics.median(a), (a, u)
+    # none waits for a backlog: not after the restore (the restored channel state is
+    # replayed with checkpoints going on), not at the sources' end (a source waiting for
+    # its consumers to take its last frames still takes checkpoints)
+    assert max(u) < statistics.median(a), (a, u)
     persisted = [m.get("persisted_data", 0)
                  for h in unaligned.outcome.checkpoint_stats["history"]
                  for m in h.get("tasks", {}).values()]

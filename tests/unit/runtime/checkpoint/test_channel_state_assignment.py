@@ -39,8 +39,10 @@ def _snapshots():
 def test_at_the_same_parallelism_each_channel_goes_to_its_consumer_input_side_first():
     got = assign_in_flight(_snapshots(), [_ex(2, 2)])
     assert got == {
-        "v9:0": [RecoveredInput(0, [b"i00", b"o00"]), RecoveredInput(0, [b"i10"])],
-        "v9:1": [RecoveredInput(0, [b"i01", b"o01"]), RecoveredInput(0, [b"o11"])],
+        "v9:0": [RecoveredInput(0, [b"i00", b"o00"], None, NAME, 0),
+                 RecoveredInput(0, [b"i10"], None, NAME, 1)],
+        "v9:1": [RecoveredInput(0, [b"i01", b"o01"], None, NAME, 0),
+                 RecoveredInput(0, [b"o11"], None, NAME, 1)],
     }
 
 
@@ -61,13 +63,17 @@ def test_another_exchange_is_dealt_round_robin_after_a_rescale():
     assert {k: [r.frames for r in v] for k, v in got.items()} == {
         "v9:0": [[b"i00", b"o00"], [b"o11"]], "v9:1": [[b"i10"]], "v9:2": [[b"i01", b"o01"]]}
     assert all(r.key_groups is None for v in got.values() for r in v)
+    # each keeps its old channel's exchange and producer (where a checkpoint taken during
+    # the replay files the rest)
+    assert {(r.exchange, r.producer, r.frames[0]) for v in got.values() for r in v} == {
+        (NAME, 0, b"i00"), (NAME, 1, b"o11"), (NAME, 1, b"i10"), (NAME, 0, b"i01")}
 
 
 def test_the_input_index_is_the_exchanges():
     second = ("rules", "sum", 1)
     snaps = [TaskStateSnapshot(in_flight=[_in(0, 0, b"r", name=second)])]
     got = assign_in_flight(snaps, [_ex(1, 1, name=second)])
-    assert got == {"v9:0": [RecoveredInput(1, [b"r"])]}
+    assert got == {"v9:0": [RecoveredInput(1, [b"r"], None, second, 0)]}
 
 
 def test_records_of_an_exchange_the_job_lost_are_refused_or_dropped_on_request():

@@ -152,6 +152,17 @@ def test_task_ended_input_is_triggered_directly_for_pending_checkpoints():
     assert h.coord.pending_ids() == [one, two]  # not all ended: no final checkpoint
 
 
+def test_a_task_that_ended_its_input_is_triggered_directly_by_a_new_checkpoint():
+    """Its sources still run (they wait for their consumers to take their last frames,
+    taking checkpoints meanwhile with unaligned checkpoints): the new checkpoint goes to
+    the task at once, not when the sources finish."""
+    h = Harness(interval_ms=60_000)
+    h.coord.tasks_running(ALL)
+    h.coord.task_ended_input(MAP0)
+    cid = h.trigger()
+    assert h.gateway.triggered(cid) == ["map:0", "src:0", "src:1"]
+
+
 def test_all_ended_input_triggers_final_checkpoint_at_once():
     h = Harness(interval_ms=60_000)
     for t in (SRC0, SRC1, MAP0, MAP1):
@@ -245,6 +256,9 @@ def test_unknown_subtask_in_status_calls_is_an_error():
     (dict(a=FIN, b=RUN, c=RUN, d=RUN), (["b", "c"], ["b", "c", "d"], ["a"])),
     (dict(a=END, b=RUN, c=RUN, d=RUN), (["a", "b", "c"], ["a", "b", "c", "d"], [])),
     (dict(a=FIN, b=END, c=RUN, d=RUN), (["b", "c"], ["b", "c", "d"], ["a"])),
+    # b ended its input while a still runs (a source waiting for its consumers to take
+    # its last frames): no barrier can come to b any more
+    (dict(a=RUN, b=END, c=RUN, d=RUN), (["a", "b"], ["a", "b", "c", "d"], [])),
     (dict(a=FIN, b=FIN, c=END, d=RUN), (["c", "d"], ["c", "d"], ["a", "b"])),
     (dict(a=FIN, b=FIN, c=FIN, d=END), (["d"], ["d"], ["a", "b", "c"])),
     (dict(a=FIN, b=FIN, c=FIN, d=FIN), ([], [], ["a", "b", "c", "d"])),
