@@ -27,9 +27,9 @@ True
 
 from __future__ import annotations
 
-import selectors
-import socket
 from typing import Any, Dict, Sequence
+
+from flowray.runtime.network.selecting import ChannelSelector
 
 __all__ = ["CreditWaiter"]
 
@@ -40,19 +40,11 @@ class CreditWaiter:
 
     def __init__(self, poll_s: float = 0.001) -> None:
         self.poll_s = poll_s
-        self._sel = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
-        self._registered: Dict[int, Any] = {}
+        self._selector = ChannelSelector()
 
     def wake(self) -> None:
         """End the current or the next :meth:`wait` (any thread)."""
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:   # the buffer is full (a wake is pending anyway), or closed
-            pass
+        self._selector.wake()
 
     def wait(self, writers: Sequence[Any], readers: Sequence[Any], timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until one of ``writers`` has bytes to read (credits),
@@ -68,38 +60,10 @@ class CreditWaiter:
             fd = fileno()
             if fd >= 0:   # (-1: the channel's stream ended, nothing more comes)
                 wanted[fd] = channel
-        for fd in list(self._registered):
-            # a closed channel's descriptor number may be reused by a new connection
-            if wanted.get(fd) is not self._registered[fd]:
-                try:
-                    self._sel.unregister(fd)
-                except (KeyError, ValueError, OSError):
-                    pass
-                del self._registered[fd]
-        for fd, channel in wanted.items():
-            if fd not in self._registered:
-                try:
-                    self._sel.register(fd, selectors.EVENT_READ, channel)
-                except (ValueError, OSError):   # closed meanwhile: look again soon
-                    selectable = False
-                    continue
-                self._registered[fd] = channel
         if not selectable:
             timeout_s = min(timeout_s, self.poll_s)
-        events = self._sel.select(max(0.0, timeout_s))
-        for key, _ in events:
-            if key.data is None:
-                self._drain_wakes()
-        return bool(events)
-
-    def _drain_wakes(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except OSError:   # BlockingIOError: drained
-            pass
+        happened, _ = self._selector.select(wanted, timeout_s)
+        return happened
 
     def close(self) -> None:
-        self._sel.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._selector.close()

@@ -59,6 +59,7 @@ from flowray.runtime.network.channel import (
     InputGate,
     _SequenceChecker,
 )
+from flowray.runtime.network.selecting import ChannelSelector
 from flowray.runtime.network.elements import (
     CheckpointBarrier,
     EndOfPartition,
@@ -805,55 +806,18 @@ class SocketChannelReader(ChannelReader):
 
 class SocketInputGate(InputGate):
     def __init__(self) -> None:
-        self._sel = selectors.DefaultSelector()
-        self._registered: Dict[int, SocketChannelReader] = {}
-        # wakeup(): a byte on this socket pair ends a select early (kept until read, so a
-        # wakeup before the wait is not lost)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._selector = ChannelSelector()
 
     def wakeup(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:  # buffer full (a wakeup is pending anyway) or closed
-            pass
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except OSError:  # BlockingIOError: drained
-            pass
+        self._selector.wake()
 
     def wait(self, readers: Sequence[ChannelReader], timeout_s: float) -> List[ChannelReader]:
         ready = [r for r in readers if r.ready_without_io()]  # type: ignore[attr-defined]
         if ready:
             return ready
         wanted = {r.fileno(): r for r in readers}  # type: ignore[attr-defined]
-        for fd in list(self._registered):
-            # a closed reader's descriptor number may be reused by a new connection
-            if wanted.get(fd) is not self._registered[fd]:
-                try:
-                    self._sel.unregister(fd)
-                except (KeyError, ValueError, OSError):
-                    pass
-                del self._registered[fd]
-        for fd, r in wanted.items():
-            if fd not in self._registered:
-                self._sel.register(fd, selectors.EVENT_READ, r)
-                self._registered[fd] = r  # type: ignore[assignment]
         timeout_s = max(0.0, timeout_s if wanted else min(timeout_s, 0.05))
-        ready = []
-        for key, _ in self._sel.select(timeout_s):
-            if key.data is None:
-                self._drain_wakeups()
-            else:
-                ready.append(key.data)
-        return ready
+        return self._selector.select(wanted, timeout_s)[1]
 
     def close(self) -> None:
-        self._sel.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._selector.close()

@@ -64,6 +64,9 @@ class UnalignedChannels:
     #: looked for between slices (a slow function's batch of 1,000 records would
     #: otherwise hold a barrier for seconds)
     SLICE_MS = 10.0
+    #: the first slice a task processes, to learn the operators' speed (a first batch of
+    #: 1,000 records through a 5 ms function would otherwise hold a barrier for 5 s)
+    PROBE_RECORDS = 4
 
     def __init__(self, task: Any) -> None:
         self.task = task
@@ -215,15 +218,17 @@ class UnalignedChannels:
         of ``spec``."""
         records, kgs, ts = frame.records, frame.key_groups, frame.timestamps
         n = len(records)
-        per_record = self._ms_per_record
-        size = n if per_record <= 0 else max(1, int(self.SLICE_MS / per_record))
-        if size >= n:
-            t0 = time.perf_counter()
-            process(records, kgs, ts)
-            self._note_speed(n, t0)
-            return
         start = 0
         while start < n:
+            per_record = self._ms_per_record
+            # the operators' speed is not known before the first records: a few first
+            size = self.PROBE_RECORDS if per_record <= 0 else \
+                max(1, round(self.SLICE_MS / per_record))
+            if start == 0 and size >= n:
+                t0 = time.perf_counter()
+                process(records, kgs, ts)
+                self._note_speed(n, t0)
+                return
             end = min(n, start + size)
             t0 = time.perf_counter()
             process(records[start:end], kgs[start:end] if kgs is not None else None,
@@ -241,7 +246,7 @@ class UnalignedChannels:
     def _note_speed(self, records: int, t0: float) -> None:
         """Milliseconds per record of the operators, smoothed."""
         if records:
-            ms = (time.perf_counter() - t0) * 1000.0 / records
+            ms = max(1e-6, (time.perf_counter() - t0) * 1000.0 / records)
             self._ms_per_record = ms if self._ms_per_record <= 0 else \
                 0.8 * self._ms_per_record + 0.2 * ms
 

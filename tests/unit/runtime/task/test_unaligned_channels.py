@@ -1,10 +1,18 @@
-"""Restored channel state is replayed with checkpoints going on (UnalignedChannels.replay):
-a checkpoint taken in the middle of the replay keeps what is not replayed yet as its own
-channel state, filed under the old channel, ahead of anything else; the replay then goes
-on, so every record is processed once and is in at most one place. Pure: a stand-in task,
-no channels, a manual clock."""
+"""A task's unaligned side (UnalignedChannels), pure: a stand-in task, no channels, a
+manual clock (and a fake perf_counter for the operators' speed).
+
+- Restored channel state is replayed with checkpoints going on: a checkpoint taken in the
+  middle of the replay keeps what is not replayed yet as its own channel state, filed
+  under the old channel, ahead of anything else; the replay then goes on, so every record
+  is processed once and is in at most one place.
+- Batches are processed in slices of about 10 ms of work, the first one small while the
+  operators' speed is unknown, so a barrier never waits for a slow batch."""
 
 from types import SimpleNamespace
+
+import pytest
+
+import flowray.runtime.task.unaligned_channels as unaligned_channels
 
 from flowray.common.clock import ManualClock
 from flowray.runtime.checkpoint.channel_state import RecoveredInput
@@ -116,3 +124,38 @@ def test_without_unaligned_checkpoints_the_replay_is_all_at_once():
     n = replay_in_flight([RecoveredInput(0, _frames([1], [2, 3]))],
                          {0: lambda records, kgs, ts: got.extend(records)})
     assert n == 3 and got == [1, 2, 3]
+
+
+class _FakeTime:
+    """perf_counter for the slices: the operators advance it by their cost."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.mark.parametrize("ms_per_record, first_batch, second_batch", [
+    # 5 ms a record: a few records first, then 2 a slice (10 ms), never the whole batch
+    (5.0, [4] + [2] * 498, [2] * 500),
+    # fast operators: a few records to learn that, then the rest at once, then whole
+    (0.001, [4, 996], [1000]),
+])
+def test_batches_are_sliced_by_the_operators_speed_from_the_first_batch_on(
+        monkeypatch, ms_per_record, first_batch, second_batch):
+    fake = _FakeTime()
+    monkeypatch.setattr(unaligned_channels, "time", fake)
+    channels = UnalignedChannels(_Task())
+    channels._in_specs["c"] = (NAME, 0, 1)
+    slices = []
+
+    def process(records, key_groups, timestamps):
+        slices.append(len(records))
+        fake.now += len(records) * ms_per_record / 1000.0
+
+    channels.process_in_slices(process, RecordBatch(list(range(1000))), "c", [])
+    assert slices == first_batch
+    slices.clear()
+    channels.process_in_slices(process, RecordBatch(list(range(1000))), "c", [])
+    assert slices == second_batch
