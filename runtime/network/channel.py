@@ -144,6 +144,11 @@ class ChannelReader(abc.ABC):
         polled yet. Nothing on a transport without a priority path."""
         return []
 
+    def priority_pending(self) -> bool:
+        """A priority barrier was found in what arrived and waits for :meth:`receive`
+        (polling returns nothing until then). Cheap: no I/O."""
+        return False
+
     def start_recording(self) -> None:
         """Keep the encoded record frames not polled yet and those that arrive from now on
         until the next priority barrier (its entry in :meth:`receive` returns them) or

@@ -257,6 +257,9 @@ class _InProcessReader(ChannelReader):
                 self._ch._cond.notify_all()
         return found
 
+    def priority_pending(self) -> bool:
+        return bool(self._found)
+
     def start_recording(self) -> None:
         with self._ch._cond:
             frames = list(self._ch._frames)[:self._scanned]

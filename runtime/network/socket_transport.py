@@ -400,6 +400,9 @@ def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
     return SocketChannelWriter(channel_id, sock, credits)
 
 
+_CREDIT_READ = 4096   # bytes a writer reads of returned credits at a time
+
+
 def _recv_nowait(sock: socket.socket) -> Optional[bytes]:
     """What ``sock`` has to read now (None: nothing, or it failed); TLS sockets take no
     flags, so they are made non-blocking for the call."""
@@ -407,10 +410,10 @@ def _recv_nowait(sock: socket.socket) -> Optional[bytes]:
         if isinstance(sock, ssl.SSLSocket):
             sock.setblocking(False)
             try:
-                return sock.recv(4096)
+                return sock.recv(_CREDIT_READ)
             finally:
                 sock.setblocking(True)
-        return sock.recv(4096, socket.MSG_DONTWAIT)
+        return sock.recv(_CREDIT_READ, socket.MSG_DONTWAIT)
     except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
         return None
     except OSError:
@@ -434,6 +437,7 @@ class SocketChannelWriter(ChannelWriter):
         self.overdraft = False
         self._unsent: Deque[Frame] = deque()  # written in overdraft, no credit yet
         self._consumer_gone = False   # the reader closed the connection
+        self._tls = isinstance(sock, ssl.SSLSocket)   # decrypted bytes a select cannot see
 
     def fileno(self) -> int:
         """The connection's descriptor: readable when credits came back (-1 once the
@@ -453,6 +457,8 @@ class SocketChannelWriter(ChannelWriter):
                 self._consumer_gone = True
                 return 0
             self._take_credits(data)
+            if len(data) < _CREDIT_READ and not self._tls:
+                break
         return self.credits - self._available
 
     def _take_credits(self, data: bytes) -> None:
@@ -520,6 +526,8 @@ class SocketChannelWriter(ChannelWriter):
                 raise ChannelClosedError(
                     f"channel {self.channel_id}: the consumer closed the connection")
             self._take_credits(data)
+            if len(data) < _CREDIT_READ and not self._tls:   # all there was (TLS: may hold more)
+                break
         while self._unsent and self._available > 0:
             frame = self._unsent.popleft()
             self._send(frame, encode_frame(frame, self._seq), credited=True)
@@ -745,6 +753,9 @@ class SocketChannelReader(ChannelReader):
             self._scan_buffer()
         found, self._found = self._found, []
         return found
+
+    def priority_pending(self) -> bool:
+        return bool(self._found)
 
     def start_recording(self) -> None:
         self._recording = self._record_frames(self._pos, max(self._scan, self._pos))

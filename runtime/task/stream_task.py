@@ -645,7 +645,7 @@ class StreamTask:
         while live or (head_of_loop and not self._input_ended):
             self._check_cancel()
             if unaligned is not None:   # a barrier overtakes what is queued; outputs first
-                unaligned.receive_priority(live)
+                unaligned.turn(live)
                 if not unaligned.outputs_available():
                     unaligned.await_outputs(live)
                     continue
@@ -692,6 +692,8 @@ class StreamTask:
                         break
                     frame = reader.poll()
                     if frame is None:
+                        if unaligned is not None and reader.priority_pending():
+                            unaligned.barrier_found()
                         break
                     # progress is a frame, not a whole turn: a turn of several full
                     # batches through a slow function is not a hang

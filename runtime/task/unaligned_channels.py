@@ -67,6 +67,10 @@ class UnalignedChannels:
     #: the first slice a task processes, to learn the operators' speed (a first batch of
     #: 1,000 records through a 5 ms function would otherwise hold a barrier for 5 s)
     PROBE_RECORDS = 4
+    #: the loop looks at its inputs' sockets for priority barriers at most this often (a
+    #: syscall per input per turn cost a fast job 3-5%), and at once when a reader found
+    #: one (:meth:`barrier_found`)
+    PRIORITY_CHECK_S = 0.001
 
     def __init__(self, task: Any) -> None:
         self.task = task
@@ -95,6 +99,8 @@ class UnalignedChannels:
         self._unprocessed: Optional[Tuple[ChannelSpec, List[Any], Any, Any, int]] = None
         #: restored channel state not replayed yet: (channel spec, input index, batch)
         self._replay_rest: Deque[Tuple[ChannelSpec, int, RecordBatch]] = deque()
+        self._next_check = 0.0   # perf_counter() of the next look for priority barriers
+        self._found = False      # a reader found one: look at the next turn
 
     # -- any thread -----------------------------------------------------------------------
     def wake(self) -> None:
@@ -135,6 +141,9 @@ class UnalignedChannels:
                 blocked = [w for w in blocked if not w.is_available()]
                 if blocked:
                     self.waiter.wait(blocked, live, wait if most is None else min(wait, most))
+                    # a frame goes out the moment its credit is back; the task's loop
+                    # runs the mailbox next anyway
+                    blocked = [w for w in blocked if not w.is_available()]
         finally:
             end = time.monotonic()
             for w in self._writers():
@@ -161,6 +170,19 @@ class UnalignedChannels:
             self.waiter.wait(untaken, (), min(wait, deadline - time.monotonic()))
 
     # -- inputs -----------------------------------------------------------------------------
+    def turn(self, live: Any) -> None:
+        """Once per turn of the task's loop: take priority barriers in, if it is time
+        to look or a reader found one."""
+        now = time.perf_counter()
+        if self._found or now >= self._next_check:
+            self._found = False
+            self._next_check = now + self.PRIORITY_CHECK_S
+            self.receive_priority(live)
+
+    def barrier_found(self) -> None:
+        """A reader's poll stopped at a priority barrier: take it at the next turn."""
+        self._found = True
+
     def receive_priority(self, live: Any) -> None:
         """Take in what the inputs have; handle each priority barrier now."""
         task = self.task
