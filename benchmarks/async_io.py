@@ -118,7 +118,7 @@ def run_flowray(n: int, latency_s: float, capacity: int, parallelism: int,
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-async-chk-")
     try:
         config = Configuration({"parallelism.default": parallelism,
-                                "state.checkpoints.dir": checkpoints})
+                                "execution.checkpointing.dir": checkpoints})
         if checkpoint_ms is not None:  # in-flight records go into every checkpoint
             config.set_string("execution.checkpointing.interval", f"{checkpoint_ms} ms")
             config.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")

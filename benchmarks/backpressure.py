@@ -121,7 +121,7 @@ def run(seconds: float, cost_ms: float, interval_ms: int, debloat: bool,
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-bp-chk-")
     window_file = os.path.join(folder, "window.json")
     config = Configuration({
-        "parallelism.default": 1, "state.checkpoints.dir": checkpoints,
+        "parallelism.default": 1, "execution.checkpointing.dir": checkpoints,
         "execution.checkpointing.interval": f"{interval_ms} ms",
         "flowray.channel.debloat.enabled": "true" if debloat else "false",
         "execution.checkpointing.unaligned.enabled": "true" if unaligned else "false"})

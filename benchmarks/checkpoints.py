@@ -39,7 +39,7 @@ def run(n: int, keys: int, mode: Optional[str], interval_ms: int,
     backend)."""
     folder = tempfile.mkdtemp(prefix="flowray-bench-")
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-chk-")
-    config = Configuration({"parallelism.default": 2, "state.checkpoints.dir": checkpoints,
+    config = Configuration({"parallelism.default": 2, "execution.checkpointing.dir": checkpoints,
                             **(extra or {})})
     if mode is not None:
         config.set_string("execution.checkpointing.interval", f"{interval_ms} ms")

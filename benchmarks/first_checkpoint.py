@@ -27,7 +27,7 @@ def run(records: int, backend: str) -> List[int]:
     """Checkpoint durations (ms) of one run, in order."""
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-first-")
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
-        "parallelism.default": 2, "state.checkpoints.dir": checkpoints,
+        "parallelism.default": 2, "execution.checkpointing.dir": checkpoints,
         "state.backend.type": backend, "execution.checkpointing.interval": "1 s"}))
     (env.from_collection(list(range(records)), type_info=Types.INT())
         .map(lambda x: (x % 100, 1))

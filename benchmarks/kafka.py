@@ -410,7 +410,7 @@ def flowray_job(env, bootstrap: str, src: str, dst: str, guarantee: str, fmt: st
 def flowray_env(parallelism: int, checkpoint_ms: int, checkpoints: str):
     from flowray import Configuration, StreamExecutionEnvironment
     config = Configuration({"parallelism.default": parallelism,
-                            "state.checkpoints.dir": checkpoints,
+                            "execution.checkpointing.dir": checkpoints,
                             "execution.checkpointing.interval": f"{checkpoint_ms} ms",
                             "execution.checkpointing.mode": "EXACTLY_ONCE"})
     return StreamExecutionEnvironment.get_execution_environment(config)

@@ -117,10 +117,10 @@ def run_job(keys: int, incremental: bool, local: bool) -> Dict[str, Any]:
     try:
         env = StreamExecutionEnvironment.get_execution_environment(Configuration({
             "state.backend.type": "rocksdb",
-            "state.backend.incremental": incremental,
+            "execution.checkpointing.incremental": incremental,
             "state.backend.rocksdb.localdir": os.path.join(tmp, "rocksdb"),
             "execution.checkpointing.local-backup.enabled": local,
-            "state.checkpoints.dir": os.path.join(tmp, "chk"),
+            "execution.checkpointing.dir": os.path.join(tmp, "chk"),
             "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
             "restart-strategy.fixed-delay.delay": "0 ms"}))
         env.enable_checkpointing(200)

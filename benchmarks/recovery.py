@@ -57,7 +57,7 @@ def run(setup: str) -> Dict[str, float]:
     strategy, standbys = SETUPS[setup]
     tmp = tempfile.mkdtemp(prefix="flowray-recovery-")
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
-        "state.checkpoints.dir": os.path.join(tmp, "chk"),
+        "execution.checkpointing.dir": os.path.join(tmp, "chk"),
         "flowray.failover.standby-tasks": standbys,
         "jobmanager.execution.failover-strategy": strategy,
         "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,

@@ -255,7 +255,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     warehouse = tempfile.mkdtemp(prefix="flowray-bench-warehouse-")
     config = Configuration({"parallelism.default": 2,
-                            "state.checkpoints.dir": tempfile.mkdtemp(prefix="flowray-bench-chk-"),
+                            "execution.checkpointing.dir":
+                                tempfile.mkdtemp(prefix="flowray-bench-chk-"),
                             "spark.sql.warehouse.dir": warehouse,
                             "spark.sql.shuffle.partitions": "2",
                             "flowray.spark.executor-cores": args.spark_cores,

@@ -15,7 +15,7 @@ stay. At the end the last checkpoint of each backend is restored and compared.
 
 Part 2 (Ray): the keyed running sum of throughput.py / checkpoints.py (source -> map ->
 key_by -> sum -> counting sink, exactly-once checkpoint every second) with
-``state.backend.type`` hashmap, rocksdb, and rocksdb + ``state.backend.incremental``, for
+``state.backend.type`` hashmap, rocksdb, and rocksdb + ``execution.checkpointing.incremental``, for
 each number of keys (``--job-keys``, default 10,000 and 1,000,000) and each parallelism
 (``--parallelism``, default 2 and 1); runs alternate over the rounds, every run is checked
 against the same per-key sums.
@@ -264,7 +264,7 @@ def report_state(res: Dict[str, Any], n_keys: int, n_checkpoints: int,
 JOB_CONFIGS = [("heap (hashmap)", {"state.backend.type": "hashmap"}),
                ("RocksDB, full", {"state.backend.type": "rocksdb"}),
                ("RocksDB, incremental", {"state.backend.type": "rocksdb",
-                                         "state.backend.incremental": True})]
+                                         "execution.checkpointing.incremental": True})]
 
 
 def run_job(n: int, keys: int, backend_conf: Dict[str, Any], interval_ms: int,

@@ -208,7 +208,7 @@ def read_results(folder: str) -> Tuple[int, Results]:
 def flowray_config(parallelism: int, checkpoint_ms: Optional[int], checkpoints_dir: str,
                    local: bool = False) -> Configuration:
     config = Configuration({"parallelism.default": parallelism,
-                            "state.checkpoints.dir": checkpoints_dir})
+                            "execution.checkpointing.dir": checkpoints_dir})
     if local:
         config.set_string("execution.target", "local")
     if checkpoint_ms is not None:

@@ -54,7 +54,7 @@ def main() -> None:
     warehouse = tempfile.mkdtemp(prefix="flowray-warehouse-")
     checkpoints = tempfile.mkdtemp(prefix="flowray-checkpoints-")
     config = Configuration({"parallelism.default": 2,
-                            "state.checkpoints.dir": checkpoints,
+                            "execution.checkpointing.dir": checkpoints,
                             "spark.sql.warehouse.dir": warehouse,
                             "spark.sql.shuffle.partitions": "4"})
     spark = get_or_create_spark(config)

@@ -6,7 +6,7 @@ PyFlink-shaped backend objects for ``env.set_state_backend(...)``.
 >>> type(backend).__name__
 'HeapKeyedStateBackend'
 >>> EmbeddedRocksDBStateBackend(True).to_config()
-{'state.backend.type': 'rocksdb', 'state.backend.incremental': True}
+{'state.backend.type': 'rocksdb', 'execution.checkpointing.incremental': True}
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     task-local recovery on, a :class:`TaskLocalStateStore` under :func:`local_state_root`."""
     from flowray.common.options import (
         LOCAL_RECOVERY,
-        LOCAL_RECOVERY_LEGACY,
         ROCKSDB_INCREMENTAL,
         ROCKSDB_VALUE_CACHE_ENTRIES,
         STATE_BACKEND_TYPE,
@@ -48,7 +47,7 @@ def create_keyed_backend(config: Mapping[str, Any], key_group_range: KeyGroupRan
     _remove_earlier_attempts(job_dir, safe, attempt)
     working_dir = os.path.join(job_dir, f"{safe}-{attempt}")
     local_store = None
-    if conf.get(LOCAL_RECOVERY) or conf.get(LOCAL_RECOVERY_LEGACY):
+    if conf.get(LOCAL_RECOVERY):
         from flowray.state.rocksdb.local_recovery import TaskLocalStateStore
         local_store = TaskLocalStateStore(os.path.join(local_state_root(job_dir), safe))
     return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir,
@@ -108,7 +107,7 @@ class HashMapStateBackend(StateBackend):
 
 class EmbeddedRocksDBStateBackend(StateBackend):
     """Keyed state in an embedded RocksDB per task (state larger than memory).
-    ``enable_incremental_checkpointing``: None leaves ``state.backend.incremental`` as
+    ``enable_incremental_checkpointing``: None leaves ``execution.checkpointing.incremental`` as
     configured."""
 
     def __init__(self, enable_incremental_checkpointing: Optional[bool] = None,
@@ -116,7 +115,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         if enable_incremental_checkpointing is not None and not isinstance(
                 enable_incremental_checkpointing, bool):
             raise TypeError("enable_incremental_checkpointing must be a bool or None (use "
-                            "state.backend.incremental), got "
+                            "execution.checkpointing.incremental), got "
                             f"{enable_incremental_checkpointing!r}")
         self.incremental = enable_incremental_checkpointing
         self.local_dir = None if local_dir is None else os.path.abspath(str(local_dir))
@@ -158,7 +157,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     def to_config(self) -> Dict[str, Any]:
         conf: Dict[str, Any] = {"state.backend.type": "rocksdb"}
         if self.incremental is not None:
-            conf["state.backend.incremental"] = self.incremental
+            conf["execution.checkpointing.incremental"] = self.incremental
         if self.local_dir is not None:
             conf["state.backend.rocksdb.localdir"] = self.local_dir
         return conf

@@ -60,8 +60,8 @@ def parse_properties(pairs: Sequence[str]) -> Dict[str, str]:
     """``-D key=value`` pairs as a dict (a later pair wins), each key and value checked as
     a flowray configuration setting.
 
-    >>> parse_properties(["parallelism.default=2", "state.checkpoints.dir=/tmp/ck=1"])
-    {'parallelism.default': '2', 'state.checkpoints.dir': '/tmp/ck=1'}
+    >>> parse_properties(["parallelism.default=2", "execution.checkpointing.dir=/tmp/ck=1"])
+    {'parallelism.default': '2', 'execution.checkpointing.dir': '/tmp/ck=1'}
     >>> parse_properties(["parallelism.default"])
     Traceback (most recent call last):
     ...
@@ -157,11 +157,11 @@ def _running(info: Dict[str, Any], what: str) -> None:
 
 def _savepoint_dir(info: Dict[str, Any], directory: Optional[str], option: str) -> Optional[str]:
     """``directory`` (absolute if local: the job master works elsewhere), or the job's
-    ``state.savepoints.dir``; an error naming ``option`` if neither is there."""
+    ``execution.checkpointing.savepoint-dir``; an error naming ``option`` if neither is there."""
     if directory is None:
         if info.get("savepoints_dir") is None and "savepoints_dir" in info:
             raise CliError(f"no savepoint directory: pass {option}, or run the job with "
-                           "-D state.savepoints.dir=DIR")
+                           "-D execution.checkpointing.savepoint-dir=DIR")
         return None
     if "://" in directory:
         return directory
@@ -190,7 +190,7 @@ def main() -> None:
 @click.option("-n", "--allow-non-restored-state", is_flag=True,
               help="Allow savepoint state that no operator claims.")
 @click.option("-D", "properties", multiple=True, metavar="KEY=VALUE",
-              help="A configuration setting (repeatable), e.g. -D state.checkpoints.dir=/ck.")
+              help="A configuration setting (repeatable), e.g. -D execution.checkpointing.dir=/ck.")
 @address_option
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -351,7 +351,7 @@ def checkpoints(job: str, limit: int, address: Optional[str]) -> None:
 def savepoint(job: str, directory: Optional[str], timeout: Optional[float],
               address: Optional[str]) -> None:
     """Take a savepoint of a running job into a new folder under DIR (default: the job's
-    state.savepoints.dir); the job runs on."""
+    execution.checkpointing.savepoint-dir); the job runs on."""
     from flowray.runtime.execution.client import SavepointError
 
     found, client = _find(job, address)
@@ -369,7 +369,8 @@ def savepoint(job: str, directory: Optional[str], timeout: Optional[float],
 @main.command(context_settings=CONTEXT)
 @click.argument("job")
 @click.option("-p", "--savepoint-path", "directory", metavar="DIR", default=None,
-              help="Where the final savepoint goes (default: the job's state.savepoints.dir).")
+              help="Where the final savepoint goes (default: the job's "
+                   "execution.checkpointing.savepoint-dir).")
 @click.option("-d", "--drain", is_flag=True,
               help="End the input first, so every window and timer fires.")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",

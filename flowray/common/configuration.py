@@ -9,14 +9,26 @@
 Traceback (most recent call last):
 ...
 flowray.common.configuration.ConfigurationError: unknown configuration key 'execution.bufer-timeout' (did you mean 'execution.buffer-timeout'?)
+
+A Flink 1.x name still works as a deprecated key of its option, as Flink's
+``ConfigOption.withDeprecatedKeys``: its value is kept under the option's key (which wins
+when both are set), and the first use logs one warning naming the new key.
+
+>>> from flowray.common.options import CHECKPOINTS_DIR
+>>> c = Configuration({"state.checkpoints.dir": "/old"})
+>>> c.get(CHECKPOINTS_DIR), c.to_dict()
+('/old', {'execution.checkpointing.dir': '/old'})
+>>> c.set_string("execution.checkpointing.dir", "/new").get_string("state.checkpoints.dir")
+'/new'
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Set, Tuple
 
 __all__ = [
     "ConfigurationError",
@@ -25,6 +37,7 @@ __all__ = [
     "parse_memory_bytes",
     "ConfigOption",
     "all_options",
+    "deprecated_keys",
     "parse_count_or_infinite",
     "Configuration",
 ]
@@ -176,6 +189,8 @@ class ConfigOption:
     choices: Optional[Sequence[str]] = None
     check: Optional[Callable[[Any], Optional[str]]] = None
     aliases: Mapping[str, str] = None  # type: ignore[assignment]
+    #: older names of the key (Flink 1.x's), read when the key itself is not set
+    deprecated_keys: Tuple[str, ...] = ()
 
     def convert(self, raw: Any) -> Any:
         if self.choices is not None:
@@ -205,6 +220,10 @@ class ConfigOption:
 
 _REGISTRY: Dict[str, ConfigOption] = {}
 _PASSTHROUGH: Dict[str, str] = {}  # key prefix -> who receives those keys
+_DEPRECATED: Dict[str, str] = {}   # deprecated key -> its option's key
+_WARNED: Set[str] = set()          # deprecated keys warned about in this process
+
+log = logging.getLogger(__name__)
 
 
 def register_option(
@@ -212,6 +231,8 @@ def register_option(
 ) -> ConfigOption:
     opt = ConfigOption(key, parse, default, description, **kwargs)
     _REGISTRY[key] = opt
+    for old in opt.deprecated_keys:
+        _DEPRECATED[old] = key
     return opt
 
 
@@ -230,6 +251,16 @@ def passthrough_keys(config: "Configuration | Mapping[str, Any]", prefix: str) -
 def all_options() -> Dict[str, ConfigOption]:
     """Every supported key, for docs and validation."""
     return dict(_REGISTRY)
+
+
+def deprecated_keys() -> Dict[str, str]:
+    """Every deprecated key -> the key that replaces it."""
+    return dict(_DEPRECATED)
+
+
+def _current_key(key: str) -> str:
+    """``key``, or the key a deprecated ``key`` stands for."""
+    return _DEPRECATED.get(key, key) if isinstance(key, str) else key
 
 
 # -- checkpointing (Flink's keys and defaults) ------------------------------------------
@@ -256,6 +287,8 @@ class Configuration:
 
     def __init__(self, other: Optional["Configuration | Mapping[str, Any]"] = None) -> None:
         self._values: Dict[str, Any] = {}
+        #: keys whose value was set under a deprecated name (the key itself overrides it)
+        self._from_deprecated: Set[str] = set()
         if other is not None:
             items = other.to_dict() if isinstance(other, Configuration) else dict(other)
             for k, v in items.items():
@@ -263,7 +296,7 @@ class Configuration:
 
     @staticmethod
     def _lookup(key: str) -> ConfigOption:
-        opt = _REGISTRY.get(key)
+        opt = _REGISTRY.get(_current_key(key))
         if opt is None and isinstance(key, str):
             for prefix, owner in _PASSTHROUGH.items():
                 if key.startswith(prefix) and len(key) > len(prefix):
@@ -276,8 +309,24 @@ class Configuration:
 
     def set_string(self, key: str, value: Any) -> "Configuration":
         opt = self._lookup(key)
-        opt.convert(value)  # validate now, so the error points at the line that set it
-        self._values[key] = value
+        current = _current_key(key)
+        try:
+            opt.convert(value)  # validate now, so the error points at the line that set it
+        except ConfigurationError as e:
+            if current == key:
+                raise
+            raise ConfigurationError(f"{e} (set under its deprecated name {key!r})") from None
+        if current != key:
+            if key not in _WARNED:
+                _WARNED.add(key)
+                log.warning("flowray: configuration key %r is deprecated; use %r", key,
+                            current)
+            if current in self._values and current not in self._from_deprecated:
+                return self   # the key itself is set: it wins, as in Flink
+            self._from_deprecated.add(current)
+        else:
+            self._from_deprecated.discard(current)
+        self._values[current] = value
         return self
 
     set = set_string
@@ -292,21 +341,25 @@ class Configuration:
 
     def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
         self._lookup(key)
-        v = self._values.get(key)
+        v = self._values.get(_current_key(key))
         return default_value if v is None else str(v)
 
     def get_integer(self, key: str, default_value: int = 0) -> int:
         opt = self._lookup(key)
+        key = _current_key(key)
         return int(opt.convert(self._values[key])) if key in self._values else default_value
 
     def get_boolean(self, key: str, default_value: bool = False) -> bool:
         self._lookup(key)
+        key = _current_key(key)
         return parse_bool(self._values[key]) if key in self._values else default_value
 
     def contains_key(self, key: str) -> bool:
-        return key in self._values
+        return _current_key(key) in self._values
 
     def remove_config(self, key: str) -> bool:
+        key = _current_key(key)
+        self._from_deprecated.discard(key)
         return self._values.pop(key, None) is not None
 
     def key_set(self) -> Iterable[str]:
@@ -328,6 +381,7 @@ class Configuration:
 
     def get_float(self, key: str, default_value: float = 0.0) -> float:
         opt = self._lookup(key)
+        key = _current_key(key)
         return float(opt.convert(self._values[key])) if key in self._values else default_value
 
     @staticmethod
@@ -360,6 +414,7 @@ class Configuration:
     def copy(self) -> "Configuration":
         c = Configuration()
         c._values = dict(self._values)
+        c._from_deprecated = set(self._from_deprecated)
         return c
 
     def __repr__(self) -> str:

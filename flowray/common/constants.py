@@ -6,5 +6,5 @@ __all__ = ["MIN_WATERMARK", "MAX_WATERMARK", "DEFAULT_CHECKPOINTS_DIR"]
 MIN_WATERMARK = -(1 << 63)
 MAX_WATERMARK = (1 << 63) - 1
 
-#: where checkpoints go when ``state.checkpoints.dir`` is unset (under the working directory)
+#: where checkpoints go when ``execution.checkpointing.dir`` is unset (under the working directory)
 DEFAULT_CHECKPOINTS_DIR = "flowray-checkpoints"

@@ -66,7 +66,6 @@ __all__ = [
     "CHECKPOINTING_MIN_PAUSE",
     "CHECKPOINTING_MAX_CONCURRENT",
     "CHECKPOINTING_TOLERABLE_FAILURES",
-    "CHECKPOINTING_UNALIGNED",
     "CHECKPOINTING_UNALIGNED_ENABLED",
     "CHECKPOINTING_ALIGNED_TIMEOUT",
     "CHECKPOINTING_UNALIGNED_FORCED",
@@ -491,14 +490,7 @@ CHECKPOINTING_UNALIGNED_ENABLED = register_option(
     "Unaligned checkpoints (FLIP-76): a barrier overtakes the records in flight, which "
     "are stored with the checkpoint, so checkpoints stay fast under back-pressure. "
     "Savepoints stay aligned. EXACTLY_ONCE mode only.",
-)
-
-CHECKPOINTING_UNALIGNED = register_option(
-    "execution.checkpointing.unaligned",
-    parse_bool,
-    False,
-    "Deprecated name of execution.checkpointing.unaligned.enabled (read when that key "
-    "is not set).",
+    deprecated_keys=("execution.checkpointing.unaligned",),
 )
 
 CHECKPOINTING_ALIGNED_TIMEOUT = register_option(
@@ -520,11 +512,8 @@ CHECKPOINTING_UNALIGNED_FORCED = register_option(
 
 
 def unaligned_checkpoints_enabled(config: "Configuration") -> bool:
-    """``execution.checkpointing.unaligned.enabled``, or its deprecated name when only
-    that is set."""
-    if config.contains_key(CHECKPOINTING_UNALIGNED_ENABLED.key):
-        return bool(config.get(CHECKPOINTING_UNALIGNED_ENABLED))
-    return bool(config.get(CHECKPOINTING_UNALIGNED))
+    """``execution.checkpointing.unaligned.enabled`` (or its deprecated name)."""
+    return bool(config.get(CHECKPOINTING_UNALIGNED_ENABLED))
 
 
 CHECKPOINTS_RETENTION = register_option(
@@ -568,13 +557,14 @@ ROCKSDB_LOCAL_DIR = register_option(
 
 
 ROCKSDB_INCREMENTAL = register_option(
-    "state.backend.incremental",
+    "execution.checkpointing.incremental",
     parse_bool,
     False,
     "RocksDB only: incremental checkpoints (upload only the SST files that no confirmed "
     "earlier checkpoint uploaded; the rest are shared between checkpoints and "
     "reference-counted by the job master); false: every checkpoint uploads all of "
     "RocksDB's files, its own. Ignored by the hashmap backend.",
+    deprecated_keys=("state.backend.incremental",),
 )
 
 LOCAL_RECOVERY = register_option(
@@ -584,15 +574,8 @@ LOCAL_RECOVERY = register_option(
     "RocksDB only: task-local recovery. Each checkpoint's RocksDB directory (hard links to "
     "the database's files) stays on the task's node beside the RocksDB working folders "
     "until a later checkpoint completes; a task restored on the same node opens it instead "
-    "of reading checkpoint storage (elsewhere, or if it is missing, storage is read). "
-    "Flink 1.x name: state.backend.local-recovery.",
-)
-
-LOCAL_RECOVERY_LEGACY = register_option(
-    "state.backend.local-recovery",
-    parse_bool,
-    False,
-    "Flink 1.x name of execution.checkpointing.local-backup.enabled (either turns it on).",
+    "of reading checkpoint storage (elsewhere, or if it is missing, storage is read).",
+    deprecated_keys=("state.backend.local-recovery",),
 )
 
 ROCKSDB_VALUE_CACHE_ENTRIES = register_option(
@@ -606,20 +589,22 @@ ROCKSDB_VALUE_CACHE_ENTRIES = register_option(
 )
 
 CHECKPOINTS_DIR = register_option(
-    "state.checkpoints.dir",
+    "execution.checkpointing.dir",
     parse_str,
     None,
     "Where checkpoints go: a pyarrow.fs URI or path (s3://, gs://, hdfs://, file://, a "
     "shared mount); unset: ./flowray-checkpoints under the working directory.",
+    deprecated_keys=("state.checkpoints.dir",),
 )
 
 
 CHECKPOINTS_NUM_RETAINED = register_option(
-    "state.checkpoints.num-retained",
+    "execution.checkpointing.num-retained",
     parse_int,
     1,
     "Completed checkpoints kept; older ones are subsumed and deleted.",
     check=_bounded(1, 1000, below="must be at least 1"),
+    deprecated_keys=("state.checkpoints.num-retained",),
 )
 
 
@@ -640,10 +625,11 @@ SAVEPOINT_IGNORE_UNCLAIMED_STATE = register_option(
 )
 
 SAVEPOINTS_DIR = register_option(
-    "state.savepoints.dir",
+    "execution.checkpointing.savepoint-dir",
     parse_str,
     None,
     "Default directory for savepoints (a path or URI) when a trigger names none.",
+    deprecated_keys=("state.savepoints.dir",),
 )
 
 

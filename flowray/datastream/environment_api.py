@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EnvironmentApiMixin", "apply_chaining_setting"]
 
-_SAVEPOINT_DIR = "state.savepoints.dir"
+_SAVEPOINT_DIR = "execution.checkpointing.savepoint-dir"
 
 
 def apply_chaining_setting(config: Configuration, transformations: Any) -> None:
@@ -104,14 +104,15 @@ class EnvironmentApiMixin:
         """The state backend the configuration selects (``state.backend.type``)."""
         values = self._config.to_dict()
         if str(values.get("state.backend.type", "hashmap")).lower() == "rocksdb":
-            incremental = values.get("state.backend.incremental")
+            incremental = values.get("execution.checkpointing.incremental")
             return EmbeddedRocksDBStateBackend(
                 None if incremental is None else str(incremental).lower() == "true",
                 values.get("state.backend.rocksdb.localdir"))
         return HashMapStateBackend()
 
     def set_default_savepoint_directory(self, directory: str) -> Any:
-        """Where savepoints go when none is named (``state.savepoints.dir``)."""
+        """Where savepoints go when none is named
+        (``execution.checkpointing.savepoint-dir``)."""
         self._config.set_string(_SAVEPOINT_DIR, directory)
         return self
 

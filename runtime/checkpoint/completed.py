@@ -1,6 +1,6 @@
 """A completed checkpoint (:class:`CompletedCheckpoint`: id, times, task states, what it
 references) and the retained ones (:class:`CompletedCheckpointStore`, oldest subsumed
-beyond ``state.checkpoints.num-retained``; savepoints never subsumed).
+beyond ``execution.checkpointing.num-retained``; savepoints never subsumed).
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ class SharedStateRegistry:
 
     def retain(self, num_retained: int) -> List[int]:
         """Release the oldest registered checkpoints until at most ``num_retained`` remain
-        (``state.checkpoints.num-retained``); returns the released ids, oldest first."""
+        (``execution.checkpointing.num-retained``); returns the released ids, oldest first."""
         if num_retained < 1:
             raise ValueError(f"num_retained must be at least 1, got {num_retained}")
         ids = sorted(self._checkpoints)

@@ -450,7 +450,7 @@ class MemoryCheckpointStorage(CheckpointStorage):
 
 def checkpoint_storage_from_config(config: "Union[Configuration, Mapping[str, Any], None]",
                                    job_id: str) -> CheckpointStorage:
-    """:class:`FsCheckpointStorage` at ``state.checkpoints.dir``, or at
+    """:class:`FsCheckpointStorage` at ``execution.checkpointing.dir``, or at
     ``./flowray-checkpoints`` under the current working directory (resolved now)."""
     from flowray.common.options import CHECKPOINTS_DIR
     from flowray.common.configuration import Configuration

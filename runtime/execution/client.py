@@ -288,7 +288,7 @@ class JobClient:
     def trigger_savepoint(self, savepoint_directory: Optional[str] = None,
                           timeout_s: Optional[float] = None) -> str:
         """Take a savepoint of the running job into a new directory under
-        ``savepoint_directory`` (default: ``state.savepoints.dir``) and return that
+        ``savepoint_directory`` (default: ``execution.checkpointing.savepoint-dir``) and return that
         directory once the savepoint is complete; the job runs on. The savepoint is the
         user's: flowray never deletes it, and it can be moved before a restore
         (``execution.savepoint.path``). Raises :class:`SavepointError`."""

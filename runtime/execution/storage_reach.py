@@ -9,9 +9,9 @@ that path is shared storage every node mounts.
 
 >>> from flowray.common.configuration import Configuration
 >>> c = Configuration({"execution.checkpointing.interval": "1 s",
-...                    "state.checkpoints.dir": "/tmp/chk"})
+...                    "execution.checkpointing.dir": "/tmp/chk"})
 >>> check_storage_reachable(c, node_count=1)
->>> check_storage_reachable(c.set_string("state.checkpoints.dir", "s3://b/chk"), 3)
+>>> check_storage_reachable(c.set_string("execution.checkpointing.dir", "s3://b/chk"), 3)
 """
 
 from __future__ import annotations
@@ -85,12 +85,12 @@ def check_storage_writable(config: Configuration) -> None:
     >>> d = tempfile.mkdtemp()
     >>> open(os.path.join(d, "f"), "w").close()
     >>> c = Configuration({"execution.checkpointing.interval": "1 s",
-    ...                    "state.checkpoints.dir": os.path.join(d, "f", "chk")})
+    ...                    "execution.checkpointing.dir": os.path.join(d, "f", "chk")})
     >>> try:
     ...     check_storage_writable(c)
     ... except StorageNotWritableError as e:
     ...     print(str(e).replace(d, "D"))
-    state.checkpoints.dir is 'D/f/chk': 'D/f' is a file, not a folder
+    execution.checkpointing.dir is 'D/f/chk': 'D/f' is a file, not a folder
     """
     for key, path in node_local_paths(config):
         why = unwritable_folder_reason(path)

@@ -79,7 +79,7 @@ class RestoreFailurePolicy:
                 return RestoreDecision(
                     RestoreAction.FAIL_JOB, cid,
                     f"checkpoint {cid} cannot be restored ({cause}) and no older retained "
-                    "checkpoint is left to fall back to (state.checkpoints.num-retained)")
+                    "checkpoint is left to fall back to (execution.checkpointing.num-retained)")
             if commits_on_complete:
                 return RestoreDecision(
                     RestoreAction.FAIL_JOB, cid,

@@ -298,14 +298,16 @@ class JobScheduler:
     # -- savepoints --------------------------------------------------------------------
     def _savepoint_target(self, target_dir: Optional[str], what: str,
                           on_done: SavepointCallback) -> Optional[str]:
-        """A new savepoint directory under ``target_dir`` (or ``state.savepoints.dir``);
+        """A new savepoint directory under ``target_dir`` (or
+        ``execution.checkpointing.savepoint-dir``);
         None after telling ``on_done`` why there is none."""
         if self.status is not JobStatus.RUNNING:
             on_done(None, f"cannot {what}: the job is {self.status.value}")
             return None
         target = target_dir or self.savepoints_dir
         if not target:
-            on_done(None, "no savepoint directory: pass one, or set state.savepoints.dir")
+            on_done(None, "no savepoint directory: pass one, or set "
+                          "execution.checkpointing.savepoint-dir")
             return None
         blocker = file_in_the_way(target) if "://" not in target or \
             target.startswith("file://") else None
@@ -330,7 +332,8 @@ class JobScheduler:
 
     def trigger_savepoint(self, target_dir: Optional[str], on_done: SavepointCallback) -> None:
         """Take a savepoint into a new directory under ``target_dir`` (or
-        ``state.savepoints.dir``); ``on_done(directory, None)`` or ``(None, error)``."""
+        ``execution.checkpointing.savepoint-dir``); ``on_done(directory, None)`` or
+        ``(None, error)``."""
         if self._wait_for_initialization(lambda: self.trigger_savepoint(target_dir, on_done)):
             return
         location = self._savepoint_target(target_dir, "take a savepoint", on_done)

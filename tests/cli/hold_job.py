@@ -32,7 +32,7 @@ def hold_indices():
 def main(workdir: str, name: str) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    conf.set_string("state.checkpoints.dir", f"{workdir}/checkpoints")
+    conf.set_string("execution.checkpointing.dir", f"{workdir}/checkpoints")
     conf.set_string("restart-strategy.type", "none")
     env.enable_checkpointing(200)
     source = TestingSource(items(), ledger_dir=f"{workdir}/ledger")

@@ -41,8 +41,8 @@ def test_properties_are_checked_as_configuration_settings():
     assert parse_properties(["a.b=1"] * 0) == {}
     assert parse_properties(["parallelism.default=2", "parallelism.default=3"]) == \
         {"parallelism.default": "3"}
-    assert parse_properties(["state.checkpoints.dir=s3://b/k=v"]) == \
-        {"state.checkpoints.dir": "s3://b/k=v"}
+    assert parse_properties(["execution.checkpointing.dir=s3://b/k=v"]) == \
+        {"execution.checkpointing.dir": "s3://b/k=v"}
     for bad, message in [("novalue", "-D expects KEY=VALUE, got 'novalue'"),
                          ("=1", "-D expects KEY=VALUE"),
                          ("no.such.key=1", "unknown configuration key 'no.such.key'"),
@@ -176,7 +176,8 @@ def test_stop_without_a_directory_needs_the_jobs_savepoints_dir(monkeypatch):
     result = CliRunner().invoke(main, ["stop", "wc#2"])
     assert result.exit_code == 1
     assert result.stderr == ("flowray: error: no savepoint directory: pass --savepoint-path "
-                             "DIR, or run the job with -D state.savepoints.dir=DIR\n")
+                             "DIR, or run the job with -D "
+                             "execution.checkpointing.savepoint-dir=DIR\n")
 
 
 # -- tables ------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay
 
 
 def _env(tmp_path, target, interval_ms=100, extra=None):
-    conf = {"state.checkpoints.dir": str(tmp_path / "checkpoints"), **RESTART, **(extra or {})}
+    conf = {"execution.checkpointing.dir": str(tmp_path / "checkpoints"), **RESTART,
+            **(extra or {})}
     if target == "local":
         conf["execution.target"] = "local"
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(conf))
@@ -278,7 +279,7 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
 def test_keyed_state_recovers_exactly_on_each_backend(tmp_path, target, backend):
     env = _env(tmp_path, target, interval_ms=50, extra={
         "state.backend.type": backend.split("-")[0],
-        "state.backend.incremental": str(backend.endswith("incremental")).lower(),
+        "execution.checkpointing.incremental": str(backend.endswith("incremental")).lower(),
         "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb")})
     env.set_parallelism(2)
     items = []
@@ -339,7 +340,7 @@ class _CorruptLatestThenFail(MapFunction, CheckpointListener):
 
 
 @pytest.mark.parametrize("backend", [{}, {"state.backend.type": "rocksdb",
-                                          "state.backend.incremental": "true"}],
+                                          "execution.checkpointing.incremental": "true"}],
                          ids=["hashmap", "rocksdb-incremental"])
 def test_a_damaged_checkpoint_file_fails_the_restore_naming_the_file(tmp_path, target,
                                                                      backend):

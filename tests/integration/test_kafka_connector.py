@@ -75,7 +75,7 @@ def _env(parallelism=2, checkpoint_ms=None, tmp_path=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     if tmp_path is not None:
-        env.get_configuration().set_string("state.checkpoints.dir", str(tmp_path / "chk"))
+        env.get_configuration().set_string("execution.checkpointing.dir", str(tmp_path / "chk"))
     if checkpoint_ms:
         env.enable_checkpointing(checkpoint_ms)
     return env

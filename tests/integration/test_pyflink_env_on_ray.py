@@ -61,7 +61,7 @@ class FailingNumbers(SourceFunction):
 
 def test_add_source_restores_its_position_exactly_once(ray_session, tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.get_configuration().set_string("state.checkpoints.dir", str(tmp_path / "chk"))
+    env.get_configuration().set_string("execution.checkpointing.dir", str(tmp_path / "chk"))
     env.enable_checkpointing(50)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
     env.set_parallelism(2)

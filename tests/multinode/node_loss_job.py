@@ -52,7 +52,7 @@ def per_key(committed) -> dict:
 def refuses_node_local_checkpoints(work: str) -> str:
     """On several nodes a plain checkpoint path not declared shared fails at submission."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
-        "state.checkpoints.dir": os.path.join(work, "local-chk")}))
+        "execution.checkpointing.dir": os.path.join(work, "local-chk")}))
     env.enable_checkpointing(1000)
     env.from_collection([1, 2, 3]).map(lambda x: x).print()
     try:
@@ -154,7 +154,7 @@ def start_keyed_job(work: str, name: str):
     """The exactly-once keyed job both multinode tests run (parallelism 3, checkpoints
     every 200 ms, about 6 s of input per source subtask): its client and its sink."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
-        "state.checkpoints.dir": os.path.join(work, "chk"),
+        "execution.checkpointing.dir": os.path.join(work, "chk"),
         "flowray.storage.local-paths-shared": "true",  # one machine: one disk
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 10,

@@ -32,7 +32,7 @@ def test_a_node_lost_mid_job_recovers_exactly_once(tmp_path):
     assert result["exactly_once"], result
     assert result["pending"] == 0, result
     # the same job with a plain checkpoint path not declared shared never started
-    assert "state.checkpoints.dir" in result["refused_local_checkpoints"], result
+    assert "execution.checkpointing.dir" in result["refused_local_checkpoints"], result
     assert "3 nodes" in result["refused_local_checkpoints"], result
     # BATCH: a node running second-stage tasks lost after the first stage finished
     batch = result["batch"]

@@ -76,7 +76,7 @@ def test_async_enrichment_is_exactly_once_across_kills(ray_session, tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment()
     for key, value in RESTARTS.items():
         env.get_configuration().set_string(key, str(value))
-    env.get_configuration().set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    env.get_configuration().set_string("execution.checkpointing.dir", str(tmp_path / "checkpoints"))
     env.enable_checkpointing(300, CheckpointingMode.EXACTLY_ONCE)
     env.set_parallelism(2)
     source = TestingSource(_items(), ledger_dir=str(tmp_path / "faults"))

@@ -92,7 +92,7 @@ def test_broadcast_rules_exactly_once_across_kills(ray_session, tmp_path, backen
     rng = random.Random(20261125)
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    for key, value in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    for key, value in {**RESTARTS, "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "state.backend.type": backend,
                        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb")}.items():
         conf.set_string(key, value)
@@ -164,7 +164,7 @@ def _holds(items):
 def _run_phase(tmp_path, phase, parallelism, savepoint):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    settings = {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                 "restart-strategy.type": "none"}
     if savepoint is not None:
         settings["execution.savepoint.path"] = savepoint

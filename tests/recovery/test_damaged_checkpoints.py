@@ -63,8 +63,8 @@ def _latest(directory):
 
 def _submit(tmp_path, retained, transactional=False):
     env = StreamExecutionEnvironment.get_execution_environment()
-    for key, value in {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
-                       "state.checkpoints.num-retained": str(retained),
+    for key, value in {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
+                       "execution.checkpointing.num-retained": str(retained),
                        "restart-strategy.type": "fixed-delay",
                        "restart-strategy.fixed-delay.attempts": "5",
                        "restart-strategy.fixed-delay.delay": "100 ms"}.items():

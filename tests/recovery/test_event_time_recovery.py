@@ -39,13 +39,14 @@ pytestmark = pytest.mark.timeout(400)
 
 RESTARTS = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "10",
             "restart-strategy.fixed-delay.delay": "200 ms"}
-ROCKSDB_INCREMENTAL = {"state.backend.type": "rocksdb", "state.backend.incremental": "true"}
+ROCKSDB_INCREMENTAL = {"state.backend.type": "rocksdb",
+                       "execution.checkpointing.incremental": "true"}
 
 
 def _env(tmp_path, extra=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    for key, value in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    for key, value in {**RESTARTS, "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
                        "pipeline.auto-watermark-interval": "50 ms",
                        **(extra or {})}.items():

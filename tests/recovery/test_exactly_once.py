@@ -56,7 +56,7 @@ def _submit(tmp_path, config, items, mode, fail_in_map_after=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     for key, value in config.items():
         env.get_configuration().set_string(key, value)
-    env.get_configuration().set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    env.get_configuration().set_string("execution.checkpointing.dir", str(tmp_path / "checkpoints"))
     env.enable_checkpointing(300, mode)
     env.set_parallelism(2)
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))

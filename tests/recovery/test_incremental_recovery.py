@@ -48,10 +48,10 @@ def _submit(tmp_path, items, extra=None, interval_ms=200):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
     for key, value in {**RESTARTS, "state.backend.type": "rocksdb",
-                       "state.backend.incremental": "true",
+                       "execution.checkpointing.incremental": "true",
                        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
-                       "state.checkpoints.num-retained": "2",
-                       "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                       "execution.checkpointing.num-retained": "2",
+                       "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        **(extra or {})}.items():
         conf.set_string(key, value)
     env.enable_checkpointing(interval_ms)

@@ -41,7 +41,7 @@ RESTARTS = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-dela
 def _env(tmp_path, parallelism, backend="hashmap", **settings):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    for key, value in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    for key, value in {**RESTARTS, "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "state.backend.type": backend,
                        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
                        **settings}.items():

@@ -69,7 +69,8 @@ def _expected():
 def _submit(tmp_path, postgres, table, exactly_once=True, items=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    for key, value in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "checkpoints")}.items():
+    for key, value in {**RESTARTS,
+                       "execution.checkpointing.dir": str(tmp_path / "checkpoints")}.items():
         conf.set_string(key, value)
     env.enable_checkpointing(150)
     env.set_parallelism(2)

@@ -108,7 +108,7 @@ def _job(broker, src: str, dst: str, tmp_path, parallelism: int = 2, savepoint: 
     config = env.get_configuration()
     for key, value in RESTARTS.items():
         config.set_string(key, value)
-    config.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    config.set_string("execution.checkpointing.dir", str(tmp_path / "checkpoints"))
     config.set_string("state.backend.type", backend)
     if savepoint:
         config.set_string("execution.savepoint.path", savepoint)

@@ -47,7 +47,8 @@ def test_a_killed_task_restores_rocksdb_from_its_local_copy(ray_session, tmp_pat
     records = _records(n=N, pause_every=N)  # no pauses: the HOLD() is the only wait
     hold_at = N // 2
     items = records[:hold_at] + [HOLD()] + records[hold_at:]
-    client, sink = _submit(tmp_path, items, {**LOCAL, "state.backend.incremental": incremental},
+    client, sink = _submit(tmp_path, items,
+                           {**LOCAL, "execution.checkpointing.incremental": incremental},
                            interval_ms=HOUR_MS)  # checkpoints only when the test asks
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     wait_until(lambda: hold_at in source.fired_markers(), 120, "the source to hold")

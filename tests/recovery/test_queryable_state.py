@@ -106,7 +106,7 @@ def _committed_counts(sink):
 def test_committed_reads_never_go_back_and_match_the_committed_output(ray_session, tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    for key, value in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "chk")}.items():
+    for key, value in {**RESTARTS, "execution.checkpointing.dir": str(tmp_path / "chk")}.items():
         conf.set_string(key, value)
     env.enable_checkpointing(150)
     env.set_parallelism(2)

@@ -38,7 +38,7 @@ def _actor_ids(names):
 def test_streaming_failure_restarts_only_the_failed_pipeline(ray_session, tmp_path):
     # a back-off of 1 s: the failed pipeline is down for at least that long
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
-        {"state.checkpoints.dir": str(tmp_path / "chk"), **RESTART,
+        {"execution.checkpointing.dir": str(tmp_path / "chk"), **RESTART,
          "restart-strategy.fixed-delay.delay": "1 s"}))
     env.enable_checkpointing(100)
     env.set_parallelism(3)

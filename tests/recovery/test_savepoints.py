@@ -134,11 +134,11 @@ def _expected():
 def _run_phase(tmp_path, phase, parallelism, backend, savepoint, stop):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
-    settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    settings = {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                 "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
                 "pipeline.auto-watermark-interval": "50 ms",
                 "state.backend.type": backend.split("-")[0],
-                "state.backend.incremental": str(backend.endswith("incremental")).lower(),
+                "execution.checkpointing.incremental": str(backend.endswith("incremental")).lower(),
                 "restart-strategy.type": "none"}
     if savepoint is not None:
         settings["execution.savepoint.path"] = savepoint
@@ -208,10 +208,11 @@ def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_paralle
 
     def submit(parallelism, backend, restore_from=None):
         env = StreamExecutionEnvironment.get_execution_environment()
-        settings = {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+        settings = {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                     "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
                     "state.backend.type": backend.split("-")[0],
-                    "state.backend.incremental": str(backend.endswith("incremental")).lower(),
+                    "execution.checkpointing.incremental":
+                        str(backend.endswith("incremental")).lower(),
                     "execution.checkpointing.externalized-checkpoint-retention":
                         "RETAIN_ON_CANCELLATION",
                     "restart-strategy.type": "none"}
@@ -259,7 +260,7 @@ def test_stop_with_drain_fires_every_timer_and_a_restore_from_it_ends_at_once(tm
     operators, and a job restored from it ends without reading further."""
     env_records = [r for r in _records()[:PER_PHASE]]
     env = StreamExecutionEnvironment.get_execution_environment()
-    for key, value in {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    for key, value in {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "pipeline.auto-watermark-interval": "50 ms",
                        "restart-strategy.type": "none"}.items():
         env.get_configuration().set_string(key, value)
@@ -287,7 +288,7 @@ def test_stop_with_drain_fires_every_timer_and_a_restore_from_it_ends_at_once(tm
     assert len([r for r in committed if r[0] == "rec"]) == PER_PHASE
 
     env2 = StreamExecutionEnvironment.get_execution_environment()
-    for key, value in {"state.checkpoints.dir": str(tmp_path / "checkpoints"),
+    for key, value in {"execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "execution.savepoint.path": path,
                        "restart-strategy.type": "none"}.items():
         env2.get_configuration().set_string(key, value)

@@ -29,7 +29,7 @@ RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay
 def test_failovers_deploy_into_standby_actors_and_a_dead_standby_is_replaced(
         ray_session, tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
-        {"state.checkpoints.dir": str(tmp_path / "chk"), **RESTART}))
+        {"execution.checkpointing.dir": str(tmp_path / "chk"), **RESTART}))
     env.enable_checkpointing(100)
     env.set_parallelism(1)
     items = list(range(0, 300)) + [HOLD()] + list(range(300, 600)) + [HOLD()] \

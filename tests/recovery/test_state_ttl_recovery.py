@@ -26,7 +26,7 @@ RESTARTS = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-dela
 BACKENDS = {"heap": {"state.backend.type": "hashmap"},
             "rocksdb": {"state.backend.type": "rocksdb"},
             "rocksdb-incremental": {"state.backend.type": "rocksdb",
-                                    "state.backend.incremental": "true"}}
+                                    "execution.checkpointing.incremental": "true"}}
 
 
 class CountWithTtl(KeyedProcessFunction):
@@ -73,7 +73,7 @@ def test_ttl_state_survives_a_kill(ray_session, tmp_path, backend):
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = env.get_configuration()
     for key, value in {**RESTARTS, **BACKENDS[backend],
-                       "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+                       "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
                        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb")}.items():
         conf.set_string(key, value)
     env.enable_checkpointing(200)

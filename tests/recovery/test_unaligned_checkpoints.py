@@ -44,7 +44,7 @@ def _run(tmp_path, unaligned, kill=False):
             "flowray.channel.debloat.enabled": "false",
             "flowray.channel.batch-size": "500",
             "flowray.channel.credits": "4",
-            "state.checkpoints.dir": str(tmp_path / "chk"),
+            "execution.checkpointing.dir": str(tmp_path / "chk"),
             "execution.checkpointing.timeout": "2 min",
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "5",
@@ -126,10 +126,10 @@ def _keyed_sum_job(tmp_path, parallelism, items, extra=None):
             "flowray.channel.batch-size": "500",
             "flowray.channel.credits": "4",
             "state.backend.type": "rocksdb",
-            "state.backend.incremental": "true",
+            "execution.checkpointing.incremental": "true",
             "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
-            "state.checkpoints.dir": str(tmp_path / "chk"),
-            "state.checkpoints.num-retained": "1000",   # the test picks one to resume from
+            "execution.checkpointing.dir": str(tmp_path / "chk"),
+            "execution.checkpointing.num-retained": "1000",   # the test picks one to resume from
             "execution.checkpointing.timeout": "2 min",
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "5",

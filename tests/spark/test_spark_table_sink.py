@@ -26,7 +26,7 @@ def _name(prefix):
 
 def _env(tmp_path, parallelism=2, interval_ms=200):
     env = StreamExecutionEnvironment.get_execution_environment()
-    for k, v in {**RESTARTS, "state.checkpoints.dir": str(tmp_path / "chk")}.items():
+    for k, v in {**RESTARTS, "execution.checkpointing.dir": str(tmp_path / "chk")}.items():
         env.get_configuration().set_string(k, v)
     env.enable_checkpointing(interval_ms)
     env.set_parallelism(parallelism)

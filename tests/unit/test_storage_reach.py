@@ -11,7 +11,7 @@ from flowray.runtime.execution.storage_reach import (
     node_local_paths,
 )
 
-CHK = {"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "/data/chk"}
+CHK = {"execution.checkpointing.interval": "1 s", "execution.checkpointing.dir": "/data/chk"}
 
 
 def test_one_node_accepts_any_path():
@@ -22,17 +22,17 @@ def test_a_plain_checkpoint_path_on_several_nodes_fails_naming_key_and_path():
     with pytest.raises(StorageNotSharedError) as e:
         check_storage_reachable(Configuration(CHK), node_count=3)
     text = str(e.value)
-    assert "state.checkpoints.dir" in text and "/data/chk" in text and "3 nodes" in text
+    assert "execution.checkpointing.dir" in text and "/data/chk" in text and "3 nodes" in text
     assert "flowray.storage.local-paths-shared" in text
 
 
 @pytest.mark.parametrize("path", ["s3://bucket/chk", "gs://b/c", "hdfs://nn/chk"])
 def test_uris_every_node_reaches_pass(path):
-    check_storage_reachable(Configuration({**CHK, "state.checkpoints.dir": path}), 3)
+    check_storage_reachable(Configuration({**CHK, "execution.checkpointing.dir": path}), 3)
 
 
 def test_file_uris_are_local():
-    conf = Configuration({**CHK, "state.checkpoints.dir": "file:///data/chk"})
+    conf = Configuration({**CHK, "execution.checkpointing.dir": "file:///data/chk"})
     with pytest.raises(StorageNotSharedError):
         check_storage_reachable(conf, 2)
 
@@ -43,16 +43,16 @@ def test_a_declared_shared_mount_passes():
 
 
 def test_without_checkpointing_the_checkpoint_dir_does_not_matter():
-    conf = Configuration({"state.checkpoints.dir": "/data/chk"})
+    conf = Configuration({"execution.checkpointing.dir": "/data/chk"})
     assert node_local_paths(conf) == []
     check_storage_reachable(conf, 3)
 
 
 def test_savepoint_and_blocking_partition_folders_count_too():
-    conf = Configuration({"state.savepoints.dir": "/sp",
+    conf = Configuration({"execution.checkpointing.savepoint-dir": "/sp",
                           "execution.runtime-mode": "BATCH",
                           "flowray.blocking-partitions.dir": "/parts"})
-    assert node_local_paths(conf) == [("state.savepoints.dir", "/sp"),
+    assert node_local_paths(conf) == [("execution.checkpointing.savepoint-dir", "/sp"),
                                       ("flowray.blocking-partitions.dir", "/parts")]
 
 
@@ -67,35 +67,37 @@ def _checkpointing_job(tmp_path, **settings):
 def test_a_checkpoint_folder_under_a_file_fails_at_submission_naming_key_and_path(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(blocker / "chk")})
+    env = _checkpointing_job(tmp_path, **{"execution.checkpointing.dir": str(blocker / "chk")})
     with pytest.raises(StorageNotWritableError) as e:
         env.execute("blocked")
-    assert str(e.value) == (f"state.checkpoints.dir is {str(blocker / 'chk')!r}: "
+    assert str(e.value) == (f"execution.checkpointing.dir is {str(blocker / 'chk')!r}: "
                             f"{str(blocker)!r} is a file, not a folder")
 
 
 def test_a_savepoint_folder_that_is_a_file_fails_at_submission(tmp_path):
     blocker = tmp_path / "savepoints"
     blocker.write_text("x")
-    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(tmp_path / "chk"),
-                                          "state.savepoints.dir": f"file://{blocker}"})
-    with pytest.raises(StorageNotWritableError, match=r"^state\.savepoints\.dir is "
+    env = _checkpointing_job(tmp_path, **{
+        "execution.checkpointing.dir": str(tmp_path / "chk"),
+        "execution.checkpointing.savepoint-dir": f"file://{blocker}"})
+    with pytest.raises(StorageNotWritableError,
+                       match=r"^execution\.checkpointing\.savepoint-dir is "
                        r"'file://.*savepoints': '.*savepoints' is a file, not a folder$"):
         env.execute("blocked")
 
 
 def test_a_folder_nobody_can_write_fails_at_submission(tmp_path):
     # /proc takes no new folder, whoever runs this (root included)
-    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": "/proc/flowray-chk"})
+    env = _checkpointing_job(tmp_path, **{"execution.checkpointing.dir": "/proc/flowray-chk"})
     with pytest.raises(StorageNotWritableError,
-                       match=r"^state\.checkpoints\.dir is '/proc/flowray-chk': cannot write "
+                       match=r"^execution\.checkpointing\.dir is '/proc/flowray-chk': cannot write "
                              r"there \("):
         env.execute("unwritable")
 
 
 def test_a_writable_folder_is_created_at_submission_and_left_clean(tmp_path):
     folder = tmp_path / "deep" / "chk"
-    env = _checkpointing_job(tmp_path, **{"state.checkpoints.dir": str(folder)})
+    env = _checkpointing_job(tmp_path, **{"execution.checkpointing.dir": str(folder)})
     env.execute("fine")
     assert folder.is_dir()
     assert not [p for p in folder.rglob("*") if p.name.startswith(".flowray-write-probe")]

@@ -500,7 +500,7 @@ def _source(n, tmp_path):
 def test_a_bounded_job_writes_every_record_once(env, postgres, db, table, tmp_path,
                                                 exactly_once):
     env.set_parallelism(2)
-    env.get_configuration().set_string("state.checkpoints.dir", str(tmp_path / "chk"))
+    env.get_configuration().set_string("execution.checkpointing.dir", str(tmp_path / "chk"))
     env.enable_checkpointing(100)
     make = JdbcSink.exactly_once_sink if exactly_once else JdbcSink.sink
     options = _execution(batch_size=100) if exactly_once else None

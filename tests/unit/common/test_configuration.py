@@ -97,7 +97,7 @@ def test_bad_value_names_key_and_value(key, value, why):
     ("execution.checkpointing.min-pause", "2 d", "[0 ms, 24 h]"),
     ("execution.checkpointing.max-concurrent-checkpoints", "101", "[1, 100]"),
     ("execution.checkpointing.tolerable-failed-checkpoints", "10001", "[0, 10000]"),
-    ("state.checkpoints.num-retained", "1001", "[1, 1000]"),
+    ("execution.checkpointing.num-retained", "1001", "[1, 1000]"),
     ("flowray.jobmaster.max-restarts", "1001", "[0, 1000]"),
 ])
 def test_out_of_range_value_names_key_and_allowed_range(key, value, allowed):
@@ -235,3 +235,65 @@ def test_memory_sizes():
     assert parse_memory_bytes(4096) == 4096
     with pytest.raises(ValueError, match="memory"):
         parse_memory_bytes("12 parsecs")
+
+
+# -- Flink 2's keys, with Flink 1.x's names as deprecated fallbacks ------------------------
+
+FLINK_1_NAMES = {
+    "state.checkpoints.dir": "execution.checkpointing.dir",
+    "state.savepoints.dir": "execution.checkpointing.savepoint-dir",
+    "state.checkpoints.num-retained": "execution.checkpointing.num-retained",
+    "state.backend.incremental": "execution.checkpointing.incremental",
+    "state.backend.local-recovery": "execution.checkpointing.local-backup.enabled",
+    "execution.checkpointing.unaligned": "execution.checkpointing.unaligned.enabled",
+}
+VALUES = {"execution.checkpointing.dir": "/chk", "execution.checkpointing.savepoint-dir": "/sp",
+          "execution.checkpointing.num-retained": "3",
+          "execution.checkpointing.incremental": "true",
+          "execution.checkpointing.local-backup.enabled": "true",
+          "execution.checkpointing.unaligned.enabled": "true"}
+
+
+def test_flink_2_keys_are_the_options_keys_and_the_old_names_are_their_deprecated_keys():
+    from flowray.common.configuration import deprecated_keys
+    assert {old: new for old, new in deprecated_keys().items()} == FLINK_1_NAMES
+    options = all_options()
+    for new in FLINK_1_NAMES.values():
+        assert new in options
+        assert Configuration({new: VALUES[new]}).to_dict() == {new: VALUES[new]}
+
+
+@pytest.mark.parametrize("old, new", sorted(FLINK_1_NAMES.items()))
+def test_an_old_name_sets_the_new_key_and_warns_once_naming_it(monkeypatch, caplog, old, new):
+    import flowray.common.configuration as configuration
+    monkeypatch.setattr(configuration, "_WARNED", set())
+    option = all_options()[new]
+    caplog.set_level("WARNING", logger="flowray.common.configuration")
+    c = Configuration({old: VALUES[new]})
+    Configuration({old: VALUES[new]})   # a second use: no second warning
+    assert c.to_dict() == {new: VALUES[new]}
+    assert c.get(option) == Configuration({new: VALUES[new]}).get(option)
+    assert c.contains_key(old) and c.get_string(old) == VALUES[new]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [f"flowray: configuration key {old!r} is deprecated; use {new!r}"]
+
+
+def test_the_new_key_wins_over_the_old_name_whatever_the_order():
+    new_first = Configuration().set_string("execution.checkpointing.dir", "/new") \
+        .set_string("state.checkpoints.dir", "/old")
+    old_first = Configuration().set_string("state.checkpoints.dir", "/old") \
+        .set_string("execution.checkpointing.dir", "/new")
+    assert new_first.to_dict() == old_first.to_dict() == {"execution.checkpointing.dir": "/new"}
+    # and an old name set twice keeps its last value
+    twice = Configuration().set_string("state.checkpoints.dir", "/a") \
+        .set_string("state.checkpoints.dir", "/b")
+    assert twice.get_string("execution.checkpointing.dir") == "/b"
+    assert new_first.copy().set_string("state.checkpoints.dir", "/x").to_dict() == \
+        {"execution.checkpointing.dir": "/new"}
+
+
+def test_a_bad_value_under_an_old_name_names_both_keys():
+    with pytest.raises(ConfigurationError,
+                       match=r"'execution.checkpointing.num-retained': must be at least 1; .*"
+                             r"\(set under its deprecated name 'state.checkpoints.num-retained'\)"):
+        Configuration({"state.checkpoints.num-retained": "0"})

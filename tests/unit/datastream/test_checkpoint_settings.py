@@ -54,7 +54,7 @@ def test_the_same_settings_through_configuration():
     ("execution.checkpointing.max-concurrent-checkpoints", "0", ["at least 1"]),
     ("execution.checkpointing.tolerable-failed-checkpoints", "-1", ["negative"]),
     ("execution.checkpointing.aligned-checkpoint-timeout", "soon", ["aligned-checkpoint-timeout", "not a duration"]),
-    ("state.checkpoints.num-retained", "0", ["state.checkpoints.num-retained"]),
+    ("execution.checkpointing.num-retained", "0", ["execution.checkpointing.num-retained"]),
     ("restart-strategy.type", "sometimes", ["restart-strategy.type", "fixed-delay"]),
     ("restart-strategy.fixed-delay.delay", "10 parsecs", ["unknown time unit"]),
     ("execution.checkpointing.intervall", "1 s", ["did you mean"]),

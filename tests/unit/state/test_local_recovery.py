@@ -229,6 +229,7 @@ def test_configuration_turns_it_on_and_discard_removes_the_jobs_copies(tmp_path)
     off = create_keyed_backend(conf, FULL, MAXP, "job-a", "v1:0", 0)
     assert off.local_store is None
     off.dispose()
+    # the key, and its Flink 1.x name
     for key in ("execution.checkpointing.local-backup.enabled", "state.backend.local-recovery"):
         on = create_keyed_backend({**conf, key: "true"}, FULL, MAXP, "job-a", "v1:0", 1)
         assert on.local_store is not None

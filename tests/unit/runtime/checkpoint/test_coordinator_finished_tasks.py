@@ -279,7 +279,7 @@ def test_settings_from_config():
         "execution.checkpointing.min-pause": "200 ms",
         "execution.checkpointing.max-concurrent-checkpoints": "3",
         "execution.checkpointing.tolerable-failed-checkpoints": "2",
-        "state.checkpoints.num-retained": "4",
+        "execution.checkpointing.num-retained": "4",
     })
     assert s == CheckpointSettings(5000, "AT_LEAST_ONCE", 60_000, 200, 3, 2, 4)
     assert s.enabled

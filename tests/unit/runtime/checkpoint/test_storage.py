@@ -261,7 +261,8 @@ def test_storage_from_config_default_is_under_cwd(tmp_path, monkeypatch):
 
 def test_storage_from_config_dir(tmp_path):
     s = checkpoint_storage_from_config(
-        Configuration({"state.checkpoints.dir": str(tmp_path / "x")}), JOB)
+        Configuration({"execution.checkpointing.dir": str(tmp_path / "x")}), JOB)
     assert s.checkpoint_dir(1) == f"{tmp_path}/x/{JOB}/chk-1"
-    s2 = checkpoint_storage_from_config({"state.checkpoints.dir": f"file://{tmp_path}/y"}, JOB)
+    s2 = checkpoint_storage_from_config({"execution.checkpointing.dir": f"file://{tmp_path}/y"},
+                                        JOB)
     assert s2.checkpoint_dir(1) == f"{tmp_path}/y/{JOB}/chk-1"

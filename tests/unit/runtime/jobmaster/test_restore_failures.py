@@ -56,7 +56,7 @@ def test_a_damaged_checkpoint_with_no_older_retained_one_fails_the_job():
         decision = decide(RestoreFailurePolicy(), restore_failure(7), retained=retained)
         assert decision.action is RestoreAction.FAIL_JOB and decision.checkpoint_id == 7
         assert "no older retained checkpoint" in decision.message
-        assert "state.checkpoints.num-retained" in decision.message
+        assert "execution.checkpointing.num-retained" in decision.message
         assert "CorruptedStateError: file x is damaged" in decision.message
 
 

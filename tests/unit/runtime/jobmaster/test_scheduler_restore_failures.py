@@ -32,7 +32,7 @@ from tests.support.scheduler_regions import Harness as RegionsHarness
 from tests.support.scheduler_regions import MAP, PIPE, streaming
 
 PLAN_BYTES = {v: f"plan-{v}".encode() for v in EG.vertices}
-RETAIN_TWO = {"state.checkpoints.num-retained": 2}
+RETAIN_TWO = {"execution.checkpointing.num-retained": 2}
 RETAINED_ON_FAILURE = {
     "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
 

@@ -171,12 +171,12 @@ def test_trigger_savepoint_without_a_directory_names_the_option():
     done = Done()
     h.sched.trigger_savepoint(None, done)
     assert len(done.calls) == 1 and done.calls[0][0] is None
-    assert "state.savepoints.dir" in done.calls[0][1]
+    assert "execution.checkpointing.savepoint-dir" in done.calls[0][1]
     assert h.deployer.triggers == []
 
 
 def test_trigger_savepoint_goes_under_state_savepoints_dir(tmp_path):
-    h = Harness(config=scheduler_config(**{"state.savepoints.dir": str(tmp_path)}))
+    h = Harness(config=scheduler_config(**{"execution.checkpointing.savepoint-dir": str(tmp_path)}))
     done = Done()
     h.sched.trigger_savepoint(None, done)
     (cid,) = h.sched.coordinator.pending_ids()
@@ -225,7 +225,7 @@ def test_stop_with_savepoint_without_a_directory_names_the_option():
     h = Harness()
     done = Done()
     h.sched.stop_with_savepoint(None, False, done)
-    assert len(done.calls) == 1 and "state.savepoints.dir" in done.calls[0][1]
+    assert len(done.calls) == 1 and "execution.checkpointing.savepoint-dir" in done.calls[0][1]
     assert h.deployer.stops == [] and not h.sched.coordinator.stopping
 
 

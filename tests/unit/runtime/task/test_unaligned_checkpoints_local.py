@@ -38,7 +38,7 @@ def test_unaligned_checkpoints_keep_records_in_flight_and_stay_exactly_once(tmp_
         "execution.checkpointing.interval": "50 ms",
         "execution.checkpointing.unaligned.enabled": "true",
         "state.backend.type": backend,
-        "state.checkpoints.dir": str(tmp_path / "chk"),
+        "execution.checkpointing.dir": str(tmp_path / "chk"),
         "flowray.channel.debloat.enabled": "false",
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": "5",
@@ -74,7 +74,7 @@ def test_a_restore_at_another_parallelism_from_an_unaligned_checkpoint(tmp_path)
             "execution.checkpointing.unaligned.enabled": "true",
             "execution.checkpointing.externalized-checkpoint-retention":
                 "RETAIN_ON_CANCELLATION",
-            "state.checkpoints.dir": str(tmp_path / "chk"),
+            "execution.checkpointing.dir": str(tmp_path / "chk"),
             "flowray.channel.debloat.enabled": "false", **more})
 
     def job(env):
@@ -117,7 +117,7 @@ def test_the_aligned_checkpoint_timeout_decides_when_a_checkpoint_switches(
         "execution.checkpointing.interval": "50 ms",
         "execution.checkpointing.unaligned.enabled": "true",
         "execution.checkpointing.aligned-checkpoint-timeout": timeout,
-        "state.checkpoints.dir": str(tmp_path / "chk"),
+        "execution.checkpointing.dir": str(tmp_path / "chk"),
         "flowray.channel.debloat.enabled": "false"})
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     (env.from_source(TestingSource(list(range(N // 2))), WatermarkStrategy.no_watermarks(),
