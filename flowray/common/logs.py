@@ -17,17 +17,27 @@ __all__ = ["configure_logging"]
 _configured = False
 
 
+class _UnlessConfigured(logging.StreamHandler):
+    """Writes a record only while the program has configured no logging of its own (the
+    root logger has no handler); once it has, the record reaches the program's handlers
+    by propagation, and only there."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
 def configure_logging() -> logging.Logger:
-    """Print the ``flowray`` logger's INFO records to stderr unless the program configured
-    logging (idempotent); the ``flowray`` logger."""
+    """Print the ``flowray`` logger's INFO records to stderr while the program has not
+    configured logging; records always propagate, so logging the program configures (now
+    or later) receives them. Idempotent; the ``flowray`` logger."""
     global _configured
     log = logging.getLogger("flowray")
     if not _configured:
         _configured = True
         if not log.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler(sys.stderr)
+            handler = _UnlessConfigured(sys.stderr)
             handler.setFormatter(logging.Formatter("%(message)s"))
             log.addHandler(handler)
             log.setLevel(logging.INFO)
-            log.propagate = False
     return log

@@ -228,6 +228,7 @@ class JobClient:
         self._endpoints = endpoints
         self._progress_interval_s = progress_interval_ms / 1000.0
         self._result: Optional[JobOutcome] = None
+        self._final_info: Dict[str, Any] = {}   # get_job_info() once the job ended
         self._lock = threading.Lock()
         self._outcome_callbacks: List[Callable[[JobOutcome], None]] = []
         configure_logging()
@@ -251,8 +252,25 @@ class JobClient:
 
     def get_job_info(self) -> Dict[str, Any]:
         """Job id, name, status, start time (``start_ms``), vertices with their
-        parallelism, latest checkpoint and savepoint, restarts, failure."""
+        parallelism, latest checkpoint and savepoint, restarts, failure; after the job
+        ended (:meth:`wait` returned or raised), its final info."""
+        if self._result is not None:
+            return dict(self._final_info)
         return self._handle.info()
+
+    def _info_at_end(self, outcome: JobOutcome) -> Dict[str, Any]:
+        """The job's info as it ended, taken before its master goes; what the outcome
+        says where the master cannot tell any more."""
+        try:
+            info = dict(self._handle.info())
+        except Exception:  # noqa: BLE001 - the master may be gone already
+            info = {"job_id": outcome.job_id, "job_name": outcome.job_name}
+        info["status"] = outcome.status.value
+        info.setdefault("restarts", outcome.restarts)
+        info.setdefault("duration_ms", outcome.duration_ms)
+        if outcome.failure is not None:
+            info.setdefault("failure", str(outcome.failure))
+        return info
 
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> name of the Ray actor running it in the current attempt (empty
@@ -355,6 +373,7 @@ class JobClient:
                 self._log_progress()
             for ep in self._endpoints:
                 ep.finish(outcome.status is JobStatus.FINISHED)
+            self._final_info = self._info_at_end(outcome)
             self._result = outcome
             self._handle.release()
             callbacks, self._outcome_callbacks = self._outcome_callbacks, []

@@ -77,6 +77,9 @@ def test_failovers_deploy_into_standby_actors_and_a_dead_standby_is_replaced(
     with pytest.raises(JobExecutionError) as info:
         client.wait(timeout_s=120)
     assert info.value.outcome.status is JobStatus.CANCELED
+    # the client answers after the end, from the job's final info (its master is gone)
+    final = client.get_job_info()
+    assert final["status"] == "CANCELED" and final["restarts"] == 2, final
     assert sorted(sink.committed()) == expected  # exactly once
 
     def standbys_left():
