@@ -101,6 +101,9 @@ class JobOutcome:
     checkpoints: int = 0
     checkpoint_stats: Dict[str, Any] = field(default_factory=dict)
     job_master_restarts: int = 0
+    #: what the attempts before the last one of each task counted (``records_in``,
+    #: ``source_records``): ``task_metrics`` hold only the last attempt's
+    earlier_attempts: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,10 @@ class JobExecutionResult:
 
     @property
     def source_records(self) -> int:
-        return sum(m.get("records_in", 0) for m in self.task_metrics if m.get("is_source"))
+        """Records the sources read, in every attempt (replays after a restore count
+        again)."""
+        return (sum(m.get("records_in", 0) for m in self.task_metrics if m.get("is_source"))
+                + self.outcome.earlier_attempts.get("source_records", 0))
 
     def get_checkpoint_stats(self) -> Dict[str, Any]:
         return dict(self.outcome.checkpoint_stats)

@@ -380,6 +380,7 @@ class JobMaster(TaskDeployer):
             return
         self.heartbeats.on_reply(s, attempt, _now_ms(), stalled_ms)
         self.subtask_metrics[s] = values  # (the loop holds the lock)
+        self.scheduler.on_task_metrics(attempt, s, values)
 
     # -- TaskDeployer ------------------------------------------------------------------
     def _name(self, s: SubtaskId) -> str:
@@ -764,17 +765,20 @@ class JobMaster(TaskDeployer):
             running = set(self.scheduler.running())
             restarts = self.scheduler.restarts
             checkpoints = self.scheduler.stats.counts().get("completed", 0)
-            # tasks no longer running count with the metrics they ended with
+            # tasks no longer running count with the metrics they ended with, and every
+            # task with what its earlier attempts counted
             ended = [m for s, m in self.scheduler.metrics.items() if s not in running]
+            earlier = self.scheduler.counters.earlier(self.scheduler.attempts)
         refs = [a.metrics.remote() for s, a in self.actors.items() if s in running]
         try:
             ms = ray.get(refs, timeout=5) + ended
         except (GetTimeoutError, RayActorError):
             return {}
         return {"running_s": time.monotonic() - self._started,
-                "records_in": sum(m.get("records_in", 0) for m in ms if m),
-                "source_records": sum(m.get("records_in", 0) for m in ms
-                                      if m and m.get("is_source")),
+                "records_in": earlier["records_in"]
+                + sum(m.get("records_in", 0) for m in ms if m),
+                "source_records": earlier["source_records"]
+                + sum(m.get("records_in", 0) for m in ms if m and m.get("is_source")),
                 "checkpoints": checkpoints, "restarts": restarts}
 
 

@@ -287,8 +287,10 @@ class _LocalJob(TaskDeployer, JobHandle):
 
     def progress(self) -> Dict[str, Any]:
         ms = [t.metrics() for t in list(self.tasks.values())]
-        return {"records_in": sum(m["records_in"] for m in ms),
-                "source_records": sum(m["records_in"] for m in ms if m["is_source"]),
+        earlier = self.scheduler.counters.earlier(dict(self.scheduler.attempts))
+        return {"records_in": earlier["records_in"] + sum(m["records_in"] for m in ms),
+                "source_records": earlier["source_records"]
+                + sum(m["records_in"] for m in ms if m["is_source"]),
                 "checkpoints": self.scheduler.stats.counts().get("completed", 0),
                 "restarts": self.scheduler.restarts}
 

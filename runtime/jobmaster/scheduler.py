@@ -55,6 +55,7 @@ from flowray.runtime.graph.execution_graph import (
     SubtaskId,
 )
 from flowray.common.files import file_in_the_way
+from flowray.runtime.jobmaster.attempt_counters import AttemptCounters
 from flowray.runtime.jobmaster.deployer import TaskDeployer
 from flowray.runtime.jobmaster.failover import (
     compute_pipelined_regions,
@@ -143,6 +144,8 @@ class JobScheduler:
         #: epoch ms each subtask's current attempt was deployed and ended (-1: not yet)
         self.subtask_times: Dict[SubtaskId, Tuple[int, int]] = {}
         self.metrics: Dict[SubtaskId, dict] = {}
+        #: records counted by every attempt (the job's totals span restarts)
+        self.counters = AttemptCounters()
         self._status = JobStatus.CREATED
         self.attempt = -1
         self.restarts = 0
@@ -259,7 +262,8 @@ class JobScheduler:
                           self.failure, [self.metrics[s] for s in sorted(self.metrics)],
                           restarts=self.restarts, checkpoints=counts.get("completed", 0),
                           checkpoint_stats=self.checkpoint_stats(),
-                          job_master_restarts=self.job_master_restarts)
+                          job_master_restarts=self.job_master_restarts,
+                          earlier_attempts=self.counters.earlier(self.attempts))
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {"counts": self.stats.counts(), "history": self.stats.history(),
@@ -491,8 +495,14 @@ class JobScheduler:
         now = self.clock.now_ms()
         self.subtask_times[s] = (self.subtask_times.get(s, (now, -1))[0], now)
 
+    def on_task_metrics(self, attempt: int, subtask: SubtaskId,
+                        metrics: Optional[dict]) -> None:
+        """A task's metrics as its heartbeat brought them."""
+        self.counters.observe(subtask, attempt, metrics)
+
     def on_task_result(self, attempt: int, result: TaskResult) -> None:
         s = result.subtask
+        self.counters.observe(s, attempt, result.metrics)   # an older attempt's too
         if not self._current(attempt, s):
             return
         if self.states.get(s) is not TaskState.RUNNING:

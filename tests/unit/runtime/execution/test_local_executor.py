@@ -296,6 +296,32 @@ def test_execute_result_metrics_count_records():
     assert all(m["state"] == "FINISHED" for m in result.task_metrics)
 
 
+def test_the_summary_counts_the_source_records_of_every_attempt(tmp_path):
+    """A job restarted after a failure: its sources read part of the input twice, and
+    the summary counts what every attempt read, not only the last one's."""
+    from flowray.common import WatermarkStrategy
+    from flowray.testing import FAIL, TestingSource, TransactionalTestingSink
+    n = 20_000
+    items = list(range(n))
+    items.insert(n // 2, FAIL())
+    env = local_env(1, **{"execution.checkpointing.interval": "10 ms",
+                          "execution.checkpointing.dir": str(tmp_path / "chk"),
+                          "restart-strategy.type": "fixed-delay",
+                          "restart-strategy.fixed-delay.delay": "10 ms"})
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    env.from_source(TestingSource(items, ledger_dir=str(tmp_path / "faults")),
+                    WatermarkStrategy.no_watermarks(), "numbers").sink_to(sink)
+    result = env.execute("counted")
+    assert result.outcome.restarts == 1
+    last = sum(m["records_in"] for m in result.task_metrics if m["is_source"])
+    earlier = result.outcome.earlier_attempts["source_records"]
+    # the first attempt read up to the FAIL; the last one from the restored position on
+    assert n // 4 <= earlier <= n // 2, earlier
+    assert result.source_records == last + earlier >= n
+    assert f"{result.source_records:,} source records" in result.summary()
+    assert sorted(sink.committed()) == list(range(n))
+
+
 def test_execute_clears_the_program():
     env = local_env(1)
     assert env.from_collection([1, 2]).execute_and_collect("first", limit=2) == [1, 2]
