@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from flowray.common.typeinfo import Types, record_formatter
 from flowray.operators.base import StreamOperator, keyed_state_methods_used
+from flowray.operators.functions import KeyedProcessFunction
 from flowray.operators.basic import (
     CoFlatMapOperator,
     CoMapOperator,
@@ -54,6 +55,7 @@ from flowray.operators.two_phase_commit import (
     TwoPhaseCommitSinkOperator,
 )
 from flowray.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
+from flowray.datastream.function_checks import check_reduce_function
 from flowray.runtime.execution.client import CollectIterator
 from flowray.datastream.stream_api import DataStreamApiMixin, DataStreamSinkApiMixin
 from flowray.runtime.graph.transformations import (
@@ -180,6 +182,11 @@ class DataStream(DataStreamApiMixin):
         return self._one_input(FilterOperator(func), keeps_type=True)
 
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
+        if isinstance(func, KeyedProcessFunction):
+            raise GraphError(
+                f"process(): {type(func).__name__} is a KeyedProcessFunction, which needs a "
+                "keyed stream (its context has the current key and keyed timers): call "
+                "key_by(...) first, or make it a ProcessFunction")
         self._check_stateless(func, "Process")
         return self._one_input(ProcessOperator(func), output_type)
 
@@ -371,6 +378,7 @@ class KeyedStream(DataStream):
         return self._keyed(KeyedProcessOperator(func, self._key_selector), output_type)
 
     def reduce(self, func: Any) -> DataStream:
+        check_reduce_function(func, "reduce()")
         return self._keyed(KeyedReduceOperator(func, self._key_selector), keeps_type=True)
 
     def _aggregate(self, kind: str, field: Union[int, str]) -> DataStream:

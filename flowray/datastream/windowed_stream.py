@@ -27,6 +27,7 @@ from flowray.operators.window_operator import PaneContents, WindowOperator
 from flowray.operators.windowing.assigners import WindowAssigner
 from flowray.operators.windowing.functions import internal_window_function
 from flowray.operators.windowing.triggers import Trigger
+from flowray.datastream.function_checks import check_reduce_function
 from flowray.runtime.graph.transformations import GraphError
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ class _Windowed:
                output_type: Any = None) -> "DataStream":
         """Reduce each pane incrementally; ``window_function`` (optional) gets the one
         reduced value with the window."""
+        check_reduce_function(reduce_function, "reduce()")
         return self._build(PaneContents("reduce", reduce_function), window_function, None,
                            "reduce", output_type)
 
