@@ -339,7 +339,7 @@ def checkpoints(job: str, limit: int, address: Optional[str]) -> None:
         click.echo(f"No checkpoints yet for job {found['job_id']} ({found['name']}).")
         return
     click.echo(stats.get("summary") or "")
-    click.echo(format_checkpoint_table(history, limit))
+    click.echo(format_checkpoint_table(history, limit, stats.get("task_names")))
 
 
 @main.command(context_settings=CONTEXT)

@@ -212,15 +212,16 @@ class CheckpointCoordinator(StorageRecovery):
             self._next_trigger_ms = self.clock.monotonic_ms() + self.settings.interval_ms
         self._maybe_trigger_final()   # the last task up may be what the final one waited for
 
-    def tasks_not_running(self, subtasks: Iterable[SubtaskId]) -> None:
-        """Being restarted: every pending checkpoint is aborted (TASK_FAILURE); tasks
-        that keep running are told, the restarting ones are not."""
+    def tasks_not_running(self, subtasks: Iterable[SubtaskId], cause: str = "") -> None:
+        """Being restarted: every pending checkpoint is aborted (TASK_FAILURE, with the
+        failure's ``cause``: which task, what); tasks that keep running are told, the
+        restarting ones are not."""
         for t in subtasks:
             self._check_known(t)
             self.statuses[t] = TaskStatus.NOT_RUNNING
             self._awaiting_final.discard(t)
         for p in list(self._pending.values()):
-            self._abort(p, CheckpointFailureReason.TASK_FAILURE)
+            self._abort(p, CheckpointFailureReason.TASK_FAILURE, message=cause)
         if self._stop is not None:  # still waiting for inputs to end: the stop is over
             _, callback = self._stop
             self._stop = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 __all__ = [
     "IN_PROGRESS",
@@ -246,20 +246,25 @@ class CheckpointStatsTracker:
         return text
 
 
-def _task_max(tasks: Dict[str, Dict[str, Any]], metric: str, name_it: bool) -> str:
+def _task_max(tasks: Dict[str, Dict[str, Any]], metric: str, name_it: bool,
+              names: Optional[Mapping[str, str]] = None) -> str:
     values = [(float(m[metric]), key) for key, m in tasks.items()
               if isinstance(m.get(metric), (int, float))]
     if not values:
         return "-"
     value, key = max(values)
-    return f"{_fmt_ms(value)} ({key})" if name_it else _fmt_ms(value)
+    if not name_it:
+        return _fmt_ms(value)
+    return f"{_fmt_ms(value)} ({(names or {}).get(key, key)})"
 
 
-def format_checkpoint_table(history: List[Dict[str, Any]], limit: int = 10) -> str:
+def format_checkpoint_table(history: List[Dict[str, Any]], limit: int = 10,
+                            names: Optional[Mapping[str, str]] = None) -> str:
     """The newest ``limit`` records of :meth:`CheckpointStatsTracker.history` as a text
     table: id, status, duration, size, tasks acknowledged, and the slowest task's
-    synchronous, asynchronous and alignment times (the slowest alignment names its task);
-    a failed checkpoint ends with its reason."""
+    synchronous, asynchronous and alignment times (the slowest alignment names its task,
+    by ``names``: subtask key -> task name, e.g. ``"v3:1" -> "Map (2/2)"``); a failed
+    checkpoint ends with its reason."""
     header = ("id", "status", "duration", "size", "tasks", "sync max", "async max",
               "alignment max")
     rows = []
@@ -272,7 +277,7 @@ def format_checkpoint_table(history: List[Dict[str, Any]], limit: int = 10) -> s
             f"{r['num_acknowledged']}/{r['num_tasks']}",
             _task_max(r["tasks"], "sync_ms", False),
             _task_max(r["tasks"], "async_ms", False),
-            _task_max(r["tasks"], "alignment_ms", True),
+            _task_max(r["tasks"], "alignment_ms", True, names),
             r.get("failure_reason") or ""))
     widths = [max([len(header[i])] + [len(row[i]) for row in rows])
               for i in range(len(header))]

@@ -97,8 +97,10 @@ class JobExecutionResult:
         """The newest ``limit`` checkpoints as a text table (see
         :func:`~flowray.runtime.checkpoint.stats.format_checkpoint_table`); empty if the
         job took none."""
-        history = self.outcome.checkpoint_stats.get("history") or []
-        return format_checkpoint_table(history, limit) if history else ""
+        stats = self.outcome.checkpoint_stats
+        history = stats.get("history") or []
+        return format_checkpoint_table(history, limit, stats.get("task_names")) \
+            if history else ""
 
     def summary(self) -> str:
         o = self.outcome

@@ -117,6 +117,12 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_MS = 5_000
 
 
+def _failure_cause(failure: TaskFailure) -> str:
+    """What a failed checkpoint's row says about the failure that aborted it."""
+    message = failure.message if len(failure.message) <= 200 else failure.message[:197] + "..."
+    return f"(task {failure.task!r}: {failure.cause_type}: {message})"
+
+
 class JobScheduler:
     """One job's life across attempts; see the module docstring."""
 
@@ -268,8 +274,14 @@ class JobScheduler:
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {"counts": self.stats.counts(), "history": self.stats.history(),
                 "summary": self.stats.summary(), "restarts": self.restarts,
+                "task_names": {s.key: self._display_name(s) for s in self.subtasks},
                 "latest_restore": self.stats.latest_restore,
                 "fallbacks": list(self.stats.fallbacks)}
+
+    def _display_name(self, s: SubtaskId) -> str:
+        """``"Map (2/4)"``, as the task names itself."""
+        vertex = self.eg.vertex(s)
+        return f"{vertex.name} ({s.index + 1}/{vertex.parallelism})"
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -633,7 +645,7 @@ class JobScheduler:
                 attempt=self.attempts.get(subtask, -1) if subtask is not None else -1)
             if decision.action is RestoreAction.FAIL_JOB:
                 log.error("flowray: job %r: %s", self.job_name, decision.message)
-                self.coordinator.tasks_not_running(deployed)
+                self.coordinator.tasks_not_running(deployed, cause=_failure_cause(failure))
                 failure.message = f"{decision.message}"
                 self._fail(failure)
                 return
@@ -651,7 +663,8 @@ class JobScheduler:
                 subtask, failure, self.partitions.partition_of_channel(failure.failed_channel),
                 self._created)
         self._save_restart_state()
-        self.coordinator.tasks_not_running(sorted(result.tasks_to_restart))
+        self.coordinator.tasks_not_running(sorted(result.tasks_to_restart),
+                                           cause=_failure_cause(failure))
         if result.can_restart:
             self._restart(result, deployed)
         else:

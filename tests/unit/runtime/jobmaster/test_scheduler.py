@@ -423,3 +423,22 @@ def test_the_root_cause_wins_over_broken_connections_that_arrive_first():
     h.report_cancelled()
     assert h.sched.status is JobStatus.FAILED
     assert h.sched.outcome().failure is root
+
+
+def test_a_checkpoint_aborted_by_a_failure_names_the_task_and_the_cause():
+    """Its row says which task failed and why, not only Flink's "Task has failed.", and
+    the checkpoint table names tasks as they are called, not by subtask keys."""
+    from flowray.runtime.checkpoint.stats import format_checkpoint_table
+    h = Harness()
+    cid = h.trigger_checkpoint()
+    h.fail(SUM0, message="no such key: 'x'")
+    stats = h.sched.checkpoint_stats()
+    [row] = [r for r in stats["history"] if r["checkpoint_id"] == cid]
+    assert row["status"] == "FAILED"
+    assert row["failure_reason"] == (
+        f"Task has failed. (task '{SUM0.vertex_id}[0]': ValueError: no such key: 'x')")
+    names = stats["task_names"]
+    assert names[SUM0.key] == f"{h.eg.vertex(SUM0).name} (1/2)"
+    row["tasks"] = {SUM1.key: {"alignment_ms": 5.0}}
+    table = format_checkpoint_table([row], names=names)
+    assert f"5 ms ({h.eg.vertex(SUM1).name} (2/2))" in table and SUM1.key not in table
