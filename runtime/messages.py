@@ -104,6 +104,8 @@ class JobOutcome:
     #: what the attempts before the last one of each task counted (``records_in``,
     #: ``source_records``): ``task_metrics`` hold only the last attempt's
     earlier_attempts: Dict[str, int] = field(default_factory=dict)
+    #: every restart, explained (see ``JobScheduler.restart_events``)
+    restart_events: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

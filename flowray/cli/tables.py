@@ -153,6 +153,11 @@ def format_job_info(job: Dict[str, Any], now_ms: Optional[float] = None) -> str:
         fields.append(("Failure", str(job["failure"]).splitlines()[0]))
     width = max(len(k) for k, _ in fields) + 2
     lines = [f"{k + ':':<{width}}{v}" for k, v in fields]
+    restarts = job.get("restart_events") or []
+    if restarts:
+        lines += ["", "Restarts:"] + [
+            f"  {format_time(e.get('time_ms'))}  {e.get('failure')}; {e.get('decision')}"
+            for e in restarts]
     vertices = job.get("vertices") or []
     if vertices:
         lines += ["", "Tasks:", format_table(

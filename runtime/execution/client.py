@@ -173,9 +173,16 @@ class JobHandle:
 
     job_id: str
     job_name: str
+    #: the job's scheduler runs in this process, so its log lines are printed here
+    logs_here: bool = False
 
     def status(self) -> JobStatus:
         raise NotImplementedError
+
+    def restart_events(self, since: int) -> List[Dict[str, Any]]:
+        """The job's restarts from the ``since``-th on, each explained: ``failure``
+        (which task, what exception) and ``decision`` (what restarts, when)."""
+        return []
 
     def cancel(self) -> None:
         raise NotImplementedError
@@ -234,6 +241,7 @@ class JobClient:
         self._progress_interval_s = progress_interval_ms / 1000.0
         self._result: Optional[JobOutcome] = None
         self._final_info: Dict[str, Any] = {}   # get_job_info() once the job ended
+        self._restarts_reported = 0   # restarts already told on the console
         self._lock = threading.Lock()
         self._outcome_callbacks: List[Callable[[JobOutcome], None]] = []
         configure_logging()
@@ -367,15 +375,21 @@ class JobClient:
             if self._result is not None:
                 return self._result
             deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            step = self._progress_interval_s if self._progress_interval_s > 0 else 3600.0
+            interval = self._progress_interval_s if self._progress_interval_s > 0 else None
+            next_progress = time.monotonic() + (interval or 0.0)
             while True:
+                # a restart is told within a second; progress every interval
+                step = self.RESTART_REPORT_S
                 left = step if deadline is None else min(step, deadline - time.monotonic())
                 outcome = self._handle.outcome(max(0.0, left))
                 if outcome is not None:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
-                self._log_progress()
+                self._report_restarts()
+                if interval is not None and time.monotonic() >= next_progress:
+                    next_progress = time.monotonic() + interval
+                    self._log_progress()
             for ep in self._endpoints:
                 ep.finish(outcome.status is JobStatus.FINISHED)
             self._final_info = self._info_at_end(outcome)
@@ -384,6 +398,7 @@ class JobClient:
             callbacks, self._outcome_callbacks = self._outcome_callbacks, []
             for callback in callbacks:
                 callback(outcome)
+            self._log_restarts(outcome.restart_events[self._restarts_reported:])
             level = logging.INFO if outcome.status is JobStatus.FINISHED else logging.WARNING
             result = JobExecutionResult(outcome)
             log.log(level, "flowray: %s", result.summary())
@@ -391,6 +406,23 @@ class JobClient:
             if table:
                 log.log(level, "flowray: the last checkpoints:\n%s", table)
             return outcome
+
+    #: how often a waiting client asks whether the job restarted
+    RESTART_REPORT_S = 1.0
+
+    def _report_restarts(self) -> None:
+        try:
+            events = self._handle.restart_events(self._restarts_reported)
+        except Exception:  # noqa: BLE001 - best effort, as progress (the master may restart)
+            return
+        self._log_restarts(events)
+
+    def _log_restarts(self, events: List[Dict[str, Any]]) -> None:
+        # (a job running in this process logged them itself)
+        for event in [] if getattr(self._handle, "logs_here", False) else events:
+            log.warning("flowray: job %r restarts: %s; %s", self._handle.job_name,
+                        event.get("failure"), event.get("decision"))
+        self._restarts_reported += len(events)
 
     def _log_progress(self) -> None:
         try:

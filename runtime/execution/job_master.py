@@ -716,7 +716,13 @@ class JobMaster(TaskDeployer):
                 "job_master_restarts": sched.job_master_restarts,
                 "latest_checkpoint": latest(False), "latest_savepoint": latest(True),
                 "savepoints_dir": Configuration(self.job.config).get(SAVEPOINTS_DIR),
-                "failure": failure, "web_url": self.web_url(), "rest_token": self.rest_token()}
+                "failure": failure, "web_url": self.web_url(), "rest_token": self.rest_token(),
+                "restart_events": list(sched.restart_events)}
+
+    def restart_events(self, since: int = 0) -> List[Dict[str, Any]]:
+        """The restarts from the ``since``-th on, explained (see ``JobScheduler``)."""
+        with self._lock:
+            return list(self.scheduler.restart_events[since:])
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         with self._lock:

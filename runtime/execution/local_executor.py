@@ -285,6 +285,11 @@ class _LocalJob(TaskDeployer, JobHandle):
         except queue.Empty:
             return None, f"no answer after {timeout_s} s"
 
+    logs_here = True
+
+    def restart_events(self, since: int) -> List[Dict[str, Any]]:
+        return list(self.scheduler.restart_events[since:])
+
     def progress(self) -> Dict[str, Any]:
         ms = [t.metrics() for t in list(self.tasks.values())]
         earlier = self.scheduler.counters.earlier(dict(self.scheduler.attempts))

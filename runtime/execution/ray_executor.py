@@ -159,6 +159,9 @@ class _RayJobHandle(JobHandle):
     def progress(self) -> Dict[str, Any]:
         return ray.get(self.master.progress.remote(), timeout=10)
 
+    def restart_events(self, since: int) -> List[Dict[str, Any]]:
+        return ray.get(self.master.restart_events.remote(since), timeout=10)
+
     def web_url(self) -> Optional[str]:
         return ray.get(self.master.web_url.remote(), timeout=30)
 

@@ -157,6 +157,9 @@ class JobScheduler:
         self.restarts = 0
         self.failure: Optional[TaskFailure] = None       # the cause the job failed with
         self.failures: List[TaskFailure] = []            # every failure, in order
+        #: every restart, explained: ``time_ms`` (epoch), ``failure`` (which task, what
+        #: exception) and ``decision`` (what restarts, when, under which strategy)
+        self.restart_events: List[Dict[str, Any]] = []
         self.failure_times: List[int] = []               # when each was reported (epoch ms)
         #: epoch ms at which the job entered each status (the REST API's "timestamps")
         self.status_times: Dict[str, int] = {JobStatus.CREATED.value: clock.now_ms()}
@@ -269,7 +272,8 @@ class JobScheduler:
                           restarts=self.restarts, checkpoints=counts.get("completed", 0),
                           checkpoint_stats=self.checkpoint_stats(),
                           job_master_restarts=self.job_master_restarts,
-                          earlier_attempts=self.counters.earlier(self.attempts))
+                          earlier_attempts=self.counters.earlier(self.attempts),
+                          restart_events=list(self.restart_events))
 
     def checkpoint_stats(self) -> Dict[str, Any]:
         return {"counts": self.stats.counts(), "history": self.stats.history(),
@@ -688,9 +692,13 @@ class JobScheduler:
                                            + result.restart_delay_ms))
         if self._restarting >= set(deployed):
             self.status = JobStatus.RESTARTING
-        log.warning("flowray: job %r: %s; restarting %d of %d tasks in %d ms (%s)",
-                    self.job_name, result.failure.describe(), len(tasks),
-                    len(self.subtasks), result.restart_delay_ms, result.restart_strategy)
+        decision = (f"restarting {len(tasks)} of {len(self.subtasks)} tasks in "
+                    f"{result.restart_delay_ms} ms ({result.restart_strategy})")
+        self.restart_events.append({"time_ms": self.clock.now_ms(),
+                                    "failure": result.failure.describe(),
+                                    "decision": decision})
+        log.warning("flowray: job %r: %s; %s", self.job_name, result.failure.describe(),
+                    decision)
         self._cancel([s for s in sorted(tasks) if self.states[s] is TaskState.RUNNING])
 
     def _on_checkpoint_failure_threshold(self, message: str) -> None:

@@ -364,3 +364,16 @@ def test_history_serves_archived_jobs_until_interrupted(tmp_path):
             proc.kill()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_info_explains_each_restart():
+    from flowray.cli.tables import format_job_info
+    job = {"job_id": "j1", "job_name": "wc", "status": "RUNNING", "restarts": 1,
+           "restart_events": [{"time_ms": 0, "failure": "task 'Map (1/2)' failed: "
+                               "ValueError: boom",
+                               "decision": "restarting 3 of 3 tasks in 100 ms (fixed-delay)"}]}
+    text = format_job_info(job, now_ms=0)
+    assert text.splitlines()[-2:] == [
+        "Restarts:",
+        "  -  task 'Map (1/2)' failed: ValueError: boom; restarting 3 of 3 tasks in 100 ms "
+        "(fixed-delay)"]

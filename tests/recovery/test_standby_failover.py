@@ -27,7 +27,8 @@ RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay
 
 
 def test_failovers_deploy_into_standby_actors_and_a_dead_standby_is_replaced(
-        ray_session, tmp_path):
+        ray_session, tmp_path, caplog):
+    caplog.set_level("WARNING", logger="flowray.runtime.execution.client")
     env = StreamExecutionEnvironment.get_execution_environment(Configuration(
         {"execution.checkpointing.dir": str(tmp_path / "chk"), **RESTART}))
     env.enable_checkpointing(100)
@@ -80,6 +81,12 @@ def test_failovers_deploy_into_standby_actors_and_a_dead_standby_is_replaced(
     # the client answers after the end, from the job's final info (its master is gone)
     final = client.get_job_info()
     assert final["status"] == "CANCELED" and final["restarts"] == 2, final
+    # each restart was told on the driver's console (its master runs elsewhere): which
+    # task, what, and what the job master decided
+    told = [r.getMessage() for r in caplog.records if " restarts: " in r.getMessage()]
+    assert len(told) == 2 and all("failed" in t and "restarting" in t for t in told), told
+    assert len(final["restart_events"]) == 2
+    assert all(t.endswith(e["decision"]) for t, e in zip(told, final["restart_events"]))
     assert sorted(sink.committed()) == expected  # exactly once
 
     def standbys_left():

@@ -296,7 +296,7 @@ def test_execute_result_metrics_count_records():
     assert all(m["state"] == "FINISHED" for m in result.task_metrics)
 
 
-def test_the_summary_counts_the_source_records_of_every_attempt(tmp_path):
+def test_the_summary_counts_the_source_records_of_every_attempt(tmp_path, caplog):
     """A job restarted after a failure: its sources read part of the input twice, and
     the summary counts what every attempt read, not only the last one's."""
     from flowray.common import WatermarkStrategy
@@ -320,6 +320,10 @@ def test_the_summary_counts_the_source_records_of_every_attempt(tmp_path):
     assert result.source_records == last + earlier >= n
     assert f"{result.source_records:,} source records" in result.summary()
     assert sorted(sink.committed()) == list(range(n))
+    # the restart is told once on the console: the scheduler runs in this process and
+    # says it itself; the client does not repeat it
+    told = [r.getMessage() for r in caplog.records if "restarting" in r.getMessage()]
+    assert len(told) == 1 and "failed" in told[0], told
 
 
 def test_execute_clears_the_program():

@@ -442,3 +442,14 @@ def test_a_checkpoint_aborted_by_a_failure_names_the_task_and_the_cause():
     row["tasks"] = {SUM1.key: {"alignment_ms": 5.0}}
     table = format_checkpoint_table([row], names=names)
     assert f"5 ms ({h.eg.vertex(SUM1).name} (2/2))" in table and SUM1.key not in table
+
+
+def test_every_restart_is_recorded_with_its_failure_and_decision():
+    h = Harness()
+    h.clock.advance(250)
+    h.fail(SUM0, message="boom")
+    [event] = h.sched.restart_events
+    assert event["failure"] == f"operator 'Map' in task '{SUM0.vertex_id}[0]' failed: " \
+                               "ValueError: boom"
+    assert event["decision"].startswith(f"restarting 3 of 3 tasks in {DELAY_MS} ms (")
+    assert h.sched.outcome().restart_events == [event]
