@@ -26,9 +26,23 @@ class NoRayClusterError(ConnectionError):
     """No running Ray cluster to join (a detached job and the CLI need one)."""
 
 
+class _NotTheTokenAuthNotice(logging.Filter):
+    """Drops Ray's notice that a new local cluster has token authentication on (the
+    default; nothing for a user to do). Its warning that authentication is off stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+
+_TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
 def _quiet() -> dict:
     for name in ("ray", "ray.data", "ray._private", "ray.util"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    auth = logging.getLogger(_TOKEN_AUTH_LOGGER)
+    if not any(isinstance(f, _NotTheTokenAuthNotice) for f in auth.filters):
+        auth.addFilter(_NotTheTokenAuthNotice())
     return dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
                 namespace=NAMESPACE)
 
