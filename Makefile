@@ -80,8 +80,8 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install -q -e ".[test]"
+$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
 	@touch $(STAMP)
 
 run: java-check $(STAMP)
@@ -94,7 +94,7 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 bench: $(STAMP)
-	$(PY) -m pip install -q -e ".[test,bench]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,bench]"
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/recovery.py

@@ -28,3 +28,29 @@ def test_the_package_data_in_pyproject_names_those_files():
     assert project["project"]["dynamic"] == ["version"]
     assert setuptools["dynamic"]["version"] == {"attr": "flowray.__version__"}
     assert project["project"]["license"] == "Apache-2.0"
+
+
+def test_runtime_dependencies_are_ranges_and_the_constraints_pin_a_version_inside_each():
+    """pyproject declares what flowray supports (ranges, so it installs beside a user's
+    own packages); constraints.txt is the exact set the Makefile installs and the suite
+    ran on: one pinned version per dependency, inside its range."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        requirements = [Requirement(r) for r in tomllib.load(f)["project"]["dependencies"]]
+    pins = {}
+    with open(os.path.join(root, "constraints.txt")) as f:
+        for line in f:
+            line = line.split("#")[0].strip()
+            if line:
+                name, version = line.split("==")
+                pins[canonicalize_name(name)] = version
+    for req in requirements:
+        ops = {spec.operator for spec in req.specifier}
+        assert ops == {">=", "<"}, f"{req}: a range from a lower to an upper bound"
+        pinned = pins.get(canonicalize_name(req.name))
+        assert pinned is not None, f"{req.name} is not in constraints.txt"
+        assert req.specifier.contains(pinned), f"{req.name}=={pinned} is outside {req}"
