@@ -76,6 +76,8 @@ class UnalignedChannels:
         self.task = task
         tdd = task.tdd
         self.waiter = CreditWaiter(self.POLL_S)
+        self._all_writers: List[Any] = [w for rw in task.record_writers.values()
+                                        for w in rw.writers]
         for rw in task.record_writers.values():
             for w in rw.writers:
                 if w.supports_priority:
@@ -109,7 +111,9 @@ class UnalignedChannels:
 
     # -- outputs ----------------------------------------------------------------------------
     def _writers(self) -> List[Any]:
-        return [w for rw in self.task.record_writers.values() for w in rw.writers]
+        """Every output channel's writer (fixed once the task's outputs are open; looked
+        at every turn, so listed once)."""
+        return self._all_writers
 
     def outputs_available(self) -> bool:
         """Nothing is waiting for a credit (sends what the credits allow)."""
