@@ -1,28 +1,35 @@
 """The ``flowray`` command line, as Flink's ``flink`` CLI: run a program (attached or
-detached), and list, inspect, savepoint, stop and cancel jobs on a Ray cluster.
+detached), and list, inspect, checkpoint, savepoint, stop and cancel jobs on a Ray cluster.
 
 ::
 
-    flowray run [-d] [-p N] [-s SAVEPOINT] [-n] [-D key=value ...] script.py [args...]
-    flowray list [-a]
-    flowray info JOB
-    flowray checkpoints JOB [-n LIMIT]
+    flowray run [-d] [-p N] [-s SAVEPOINT] [-n] [--conf FILE] [-D key=value ...]
+                [-pyfs FILES] [-pyreq FILE] [-pyarch ARCHIVES] [-pyexec PYTHON]
+                (script.py | -py script.py | -pym module) [args...]
+    flowray list [-r | -s | -a] [-o json]
+    flowray info JOB [-o json]
+    flowray checkpoints JOB [-n LIMIT] [-o json]
+    flowray checkpoint JOB
     flowray savepoint JOB [DIR]
+    flowray savepoint -d SAVEPOINT_PATH
     flowray stop JOB [--savepoint-path DIR] [--drain]
     flowray cancel JOB
     flowray history [--port P] [--archive-dir DIR ...] [-D key=value ...]
 
 ``JOB`` is a job id (or a prefix of at least 4 characters), or a job's name. Every
-command takes ``--address`` (default ``RAY_ADDRESS``, else the local cluster that
-``ray start --head`` started). Errors end the command with one line and exit code 1.
+command that talks to a cluster takes ``--address`` (default ``RAY_ADDRESS``, else the local
+cluster that ``ray start --head`` started). Errors end the command with one line and exit
+code 1.
 
 ``flowray run`` runs ``script.py`` with this Python, handing it the settings
 (``-p`` -> ``parallelism.default``, ``-s`` -> ``execution.savepoint.path``, ``-n`` ->
 ``execution.savepoint.ignore-unclaimed-state``, ``-d`` -> ``execution.attached=false``,
-``-D`` pairs as they are, ``--address`` -> ``ray.address``) through the environment: the
-program's ``StreamExecutionEnvironment.get_execution_environment()`` starts from them.
-Detached, the program returns once its job runs and prints the job id; the job stays
-in the cluster.
+``-pyfs``/``-pyreq``/``-pyarch``/``-pyexec`` -> ``python.files``/``python.requirements``/
+``python.archives``/``python.executable``, ``--address`` -> ``ray.address``, ``-D`` pairs as
+they are, over the config file's: ``--conf FILE``, else ``$FLOWRAY_CONF_DIR/config.yaml``)
+through the environment: the program's ``StreamExecutionEnvironment.
+get_execution_environment()`` starts from them, and what the program sets wins. Detached,
+the program returns once its job runs and prints the job id; the job stays in the cluster.
 
 Ray is imported only by the commands that talk to a cluster.
 """
@@ -83,19 +90,49 @@ def parse_properties(pairs: Sequence[str]) -> Dict[str, str]:
     return out
 
 
+def _existing_paths(value: str, option: str) -> str:
+    """``value``'s comma-separated paths made absolute (a ``#suffix`` kept), each checked."""
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        path, sep, suffix = item.partition("#")
+        if "://" not in path:
+            if not os.path.exists(path):
+                raise CliError(f"{option}: not found: {path}")
+            path = os.path.abspath(path)
+        out.append(path + sep + suffix)
+    return ",".join(out)
+
+
 def client_settings(detached: bool = False, parallelism: Optional[int] = None,
                     savepoint: Optional[str] = None, allow_non_restored: bool = False,
-                    properties: Sequence[str] = (), address: Optional[str] = None
-                    ) -> Dict[str, str]:
-    """The settings ``flowray run`` hands the program; the options win over ``-D``.
+                    properties: Sequence[str] = (), address: Optional[str] = None,
+                    *, conf_file: Optional[str] = None, python_files: Optional[str] = None,
+                    python_requirements: Optional[str] = None,
+                    python_archives: Optional[str] = None,
+                    python_executable: Optional[str] = None,
+                    environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The settings ``flowray run`` hands the program: the config file's (``conf_file``,
+    else ``$FLOWRAY_CONF_DIR/config.yaml``), then ``-D``'s, then the options'; a later
+    layer wins.
 
-    >>> client_settings(True, 2, None, False, ["pipeline.name=wc"], "10.0.0.1:6379")
+    >>> client_settings(True, 2, None, False, ["pipeline.name=wc"], "10.0.0.1:6379",
+    ...                 environ={})
     {'pipeline.name': 'wc', 'parallelism.default': '2', 'execution.attached': 'false', 'ray.address': '10.0.0.1:6379'}
     >>> client_settings(savepoint="/no/such/savepoint")
     Traceback (most recent call last):
     ...
     flowray.cli.CliError: savepoint path not found: /no/such/savepoint
     """
+    from flowray.common.config_file import conf_dir_file, layered, load_config_file
+    from flowray.common.configuration import ConfigurationError
+
+    try:
+        path = conf_file or conf_dir_file(os.environ if environ is None else environ)
+        from_file = load_config_file(path) if path else None
+    except ConfigurationError as e:
+        raise CliError(e) from None
     settings = parse_properties(properties)
     if parallelism is not None:
         if parallelism < 1:
@@ -109,9 +146,29 @@ def client_settings(detached: bool = False, parallelism: Optional[int] = None,
         settings["execution.savepoint.ignore-unclaimed-state"] = "true"
     if detached:
         settings["execution.attached"] = "false"
+    for key, value, option in (("python.files", python_files, "-pyfs"),
+                               ("python.requirements", python_requirements, "-pyreq"),
+                               ("python.archives", python_archives, "-pyarch")):
+        if value:
+            settings[key] = _existing_paths(value, option)
+    if python_executable:
+        settings["python.executable"] = python_executable
     if address:
         settings["ray.address"] = address
-    return settings
+    if from_file is None:
+        return settings
+    return {k: str(v) for k, v in layered(from_file, settings).to_dict().items()}
+
+
+def _program_paths(python_files: str) -> List[str]:
+    """What ``-pyfs`` puts on the program's ``sys.path``: a ``.py`` file's folder, a folder,
+    a wheel or zip itself."""
+    paths = []
+    for item in filter(None, python_files.split(",")):
+        if "://" in item:
+            continue
+        paths.append(os.path.dirname(item) if item.endswith(".py") else item)
+    return paths
 
 
 # -- talking to the cluster ----------------------------------------------------------------
@@ -189,28 +246,65 @@ def main() -> None:
               help="Start from this savepoint or retained checkpoint (execution.savepoint.path).")
 @click.option("-n", "--allow-non-restored-state", is_flag=True,
               help="Allow savepoint state that no operator claims.")
+@click.option("--conf", "conf_file", metavar="FILE", default=None,
+              help="A config.yaml (Flink 2's format) the settings start from (default: "
+                   "$FLOWRAY_CONF_DIR/config.yaml); -D and the program override it.")
 @click.option("-D", "properties", multiple=True, metavar="KEY=VALUE",
               help="A configuration setting (repeatable), e.g. -D execution.checkpointing.dir=/ck.")
+@click.option("-py", "--python", "python_file", metavar="FILE", default=None,
+              help="The program (a Python file), as Flink's -py; what follows are its ARGS.")
+@click.option("-pym", "--pyModule", "python_module", metavar="MODULE", default=None,
+              help="The program as a module (python -m MODULE), found on -pyfs or the "
+                   "current folder.")
+@click.option("-pyfs", "--pyFiles", "python_files", metavar="FILES", default=None,
+              help="Python files, packages or wheels (comma-separated) for the workers and "
+                   "the program's sys.path (python.files).")
+@click.option("-pyreq", "--pyRequirements", "python_requirements", metavar="FILE[#DIR]",
+              default=None, help="A requirements file the workers install (python.requirements).")
+@click.option("-pyarch", "--pyArchives", "python_archives", metavar="ARCHIVES", default=None,
+              help="Zip archives (comma-separated, 'path#target') extracted for the workers "
+                   "(python.archives).")
+@click.option("-pyexec", "--pyExecutable", "python_executable", metavar="PYTHON", default=None,
+              help="The Python interpreter the workers run (python.executable).")
 @address_option
-@click.argument("script", type=click.Path(dir_okay=False))
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT] [ARGS]...")
 def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
-        allow_non_restored_state: bool, properties: Tuple[str, ...], address: Optional[str],
-        script: str, args: Tuple[str, ...]) -> None:
-    """Run the program SCRIPT (a Python file) with ARGS.
+        allow_non_restored_state: bool, conf_file: Optional[str], properties: Tuple[str, ...],
+        python_file: Optional[str], python_module: Optional[str], python_files: Optional[str],
+        python_requirements: Optional[str], python_archives: Optional[str],
+        python_executable: Optional[str], address: Optional[str],
+        args: Tuple[str, ...]) -> None:
+    """Run the program SCRIPT (a Python file; or -py FILE, or -pym MODULE) with ARGS.
 
     Attached (the default), the command ends with the job; detached (-d), once the job
     runs, printing its id.
     """
     from flowray.datastream.stream_execution_environment import CLIENT_CONFIG_ENV
 
-    if not os.path.isfile(script):
-        raise CliError(f"program not found: {script}")
+    if python_file and python_module:
+        raise CliError("give the program once: -py FILE or -pym MODULE, not both")
+    program: List[str]
+    if python_module:
+        program = ["-m", python_module, *args]
+    else:
+        script = python_file or (args[0] if args else None)
+        if script is None:
+            raise CliError("no program: give SCRIPT, -py FILE or -pym MODULE")
+        if not os.path.isfile(script):
+            raise CliError(f"program not found: {script}")
+        program = [script, *(args if python_file else args[1:])]
     settings = client_settings(detached, parallelism, savepoint, allow_non_restored_state,
-                               properties, address)
+                               properties, address, conf_file=conf_file,
+                               python_files=python_files,
+                               python_requirements=python_requirements,
+                               python_archives=python_archives,
+                               python_executable=python_executable)
     env = dict(os.environ)
     env[CLIENT_CONFIG_ENV] = json.dumps(settings)
-    cmd = [sys.executable, "-m", "flowray.cli.program", script, *args]
+    if settings.get("python.files"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            _program_paths(settings["python.files"]) + [p for p in (env.get("PYTHONPATH"),) if p])
+    cmd = [sys.executable, "-m", "flowray.cli.program", *program]
     try:
         code = subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
@@ -218,27 +312,58 @@ def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
     sys.exit(code)
 
 
+output_option = click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="text for people, json for scripts.")
+
+#: Flink's `flink list`: scheduled jobs have not started running yet
+SCHEDULED = ("CREATED",)
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
 @main.command(name="list", context_settings=CONTEXT)
+@click.option("-r", "--running", is_flag=True, help="Only running jobs (RUNNING, RESTARTING...).")
+@click.option("-s", "--scheduled", is_flag=True, help="Only scheduled jobs (CREATED).")
 @click.option("-a", "--all", "show_all", is_flag=True,
               help="Also jobs that ended (kept for jobstore.expiration-time).")
+@output_option
 @address_option
-def list_command(show_all: bool, address: Optional[str]) -> None:
-    """List the jobs on the cluster (running ones; -a: all)."""
+def list_command(running: bool, scheduled: bool, show_all: bool, output: str,
+                 address: Optional[str]) -> None:
+    """List the jobs on the cluster (running and scheduled ones; -r, -s: only those; -a:
+    all, ended ones too)."""
     jobs = _jobs(address)
     if not show_all:
-        jobs = [j for j in jobs if j.get("status") not in ENDED]
+        jobs = [j for j in jobs if j.get("status") not in ENDED and (
+            not (running or scheduled)
+            or (scheduled and j.get("status") in SCHEDULED)
+            or (running and j.get("status") not in SCHEDULED))]
+    if output == "json":
+        _echo_json(jobs)
+        return
     if not jobs:
-        click.echo("No jobs." if show_all else "No running jobs.")
+        click.echo("No jobs." if show_all else
+                   "No scheduled jobs." if scheduled and not running else
+                   "No running jobs.")
         return
     click.echo(format_job_list(jobs))
 
 
 @main.command(context_settings=CONTEXT)
 @click.argument("job")
+@output_option
 @address_option
-def info(job: str, address: Optional[str]) -> None:
-    """Show a job: status, tasks and their parallelism, latest checkpoint and savepoint."""
+def info(job: str, output: str, address: Optional[str]) -> None:
+    """Show a job on the cluster: status, tasks and their parallelism, latest checkpoint and
+    savepoint, restarts. (Flink's `flink info` shows a program's plan instead: call
+    env.get_execution_plan() in the program for that.)"""
     found, _ = _find(job, address)
+    if output == "json":
+        _echo_json(found)
+        return
     click.echo(format_job_info(found))
 
 
@@ -283,7 +408,8 @@ def history(port: Optional[str], archive_dirs: Tuple[str, ...],
     import signal
     import threading
 
-    from flowray.common.configuration import Configuration, ConfigurationError
+    from flowray.common.config_file import conf_dir_file, layered, load_config_file
+    from flowray.common.configuration import ConfigurationError
     from flowray.common.options import (HISTORY_ARCHIVE_DIRS, HISTORY_REFRESH_INTERVAL,
                                         HISTORY_WEB_ADDRESS, HISTORY_WEB_PORT,
                                         JOB_ARCHIVE_DIR, ports_of)
@@ -293,7 +419,8 @@ def history(port: Optional[str], archive_dirs: Tuple[str, ...],
     if port is not None:
         settings[HISTORY_WEB_PORT.key] = port
     try:
-        config = Configuration(settings)
+        path = conf_dir_file()   # Flink's history server reads config.yaml too
+        config = layered(load_config_file(path) if path else None, settings)
         ports = ports_of(config.get(HISTORY_WEB_PORT))
     except (ConfigurationError, ValueError) as e:
         raise CliError(e) from None
@@ -327,14 +454,18 @@ def history(port: Optional[str], archive_dirs: Tuple[str, ...],
 @click.argument("job")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the newest checkpoints to show.")
+@output_option
 @address_option
-def checkpoints(job: str, limit: int, address: Optional[str]) -> None:
+def checkpoints(job: str, limit: int, output: str, address: Optional[str]) -> None:
     """Show a job's checkpoint history."""
     from flowray.runtime.checkpoint.stats import format_checkpoint_table
 
     found, client = _find(job, address)
     stats = client.get_checkpoint_stats()
     history = stats.get("history") or []
+    if output == "json":
+        _echo_json(dict(stats, history=history[-limit:]))
+        return
     if not history:
         click.echo(f"No checkpoints yet for job {found['job_id']} ({found['name']}).")
         return
@@ -344,14 +475,43 @@ def checkpoints(job: str, limit: int, address: Optional[str]) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("job")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Give up waiting after this long (the checkpoint may still complete).")
+@address_option
+def checkpoint(job: str, timeout: Optional[float], address: Optional[str]) -> None:
+    """Trigger a checkpoint of a running job now, as Flink's `flink checkpoint`; prints its
+    path once it completes."""
+    from flowray.runtime.execution.client import SavepointError
+
+    found, client = _find(job, address)
+    _running(found, "trigger a checkpoint")
+    click.echo(f"Triggering checkpoint for job {found['job_id']} ({found['name']}).")
+    try:
+        path = client.trigger_checkpoint(timeout_s=timeout)
+    except (SavepointError, TimeoutError) as e:
+        raise CliError(f"checkpoint failed: {e}") from None
+    click.echo(f"Checkpoint completed. Path: {path}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job", required=False)
 @click.argument("directory", required=False, metavar="[DIR]")
+@click.option("-d", "--dispose", metavar="SAVEPOINT_PATH", default=None,
+              help="Delete this savepoint (its folder and every file in it) instead.")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help="Give up waiting after this long (the savepoint may still complete).")
 @address_option
-def savepoint(job: str, directory: Optional[str], timeout: Optional[float],
-              address: Optional[str]) -> None:
-    """Take a savepoint of a running job into a new folder under DIR (default: the job's
-    execution.checkpointing.savepoint-dir); the job runs on."""
+def savepoint(job: Optional[str], directory: Optional[str], dispose: Optional[str],
+              timeout: Optional[float], address: Optional[str]) -> None:
+    """Take a savepoint of a running JOB into a new folder under DIR (default: the job's
+    execution.checkpointing.savepoint-dir); the job runs on. With -d, delete a savepoint."""
+    if dispose is not None:
+        if job is not None:
+            raise CliError("savepoint -d takes the savepoint's path only, not a job")
+        _dispose(dispose)
+        return
+    if job is None:
+        raise CliError("give the JOB to take a savepoint of (or -d PATH to delete one)")
     from flowray.runtime.execution.client import SavepointError
 
     found, client = _find(job, address)
@@ -364,6 +524,16 @@ def savepoint(job: str, directory: Optional[str], timeout: Optional[float],
         raise CliError(f"savepoint failed: {e}") from None
     click.echo(f"Savepoint completed. Path: {path}")
     click.echo("Resume a job from it with: flowray run -s PATH script.py")
+
+
+def _dispose(path: str) -> None:
+    from flowray.runtime.checkpoint.savepoints import NotASavepointError, dispose_savepoint
+
+    try:
+        where = dispose_savepoint(path)
+    except (NotASavepointError, OSError) as e:
+        raise CliError(f"cannot dispose: {e}") from None
+    click.echo(f"Savepoint {where} disposed.")
 
 
 @main.command(context_settings=CONTEXT)

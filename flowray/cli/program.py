@@ -1,6 +1,6 @@
 """How ``flowray run`` runs a user's program: ``python -m flowray.cli.program script.py
 args...`` behaves as ``python script.py args...`` (``__main__``, ``sys.argv``, the script's
-folder first on ``sys.path``), with the CLI's settings in ``FLOWRAY_CLIENT_CONFIG`` (read
+folder first on ``sys.path``), and ``... -m module args...`` as ``python -m module args...``, with the CLI's settings in ``FLOWRAY_CLIENT_CONFIG`` (read
 by ``StreamExecutionEnvironment.get_execution_environment()``).
 
 An error flowray raises while submitting (a bad setting, a savepoint path that does not
@@ -62,14 +62,20 @@ def submission_error(e: BaseException) -> Optional[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        print("usage: python -m flowray.cli.program SCRIPT [ARGS...]", file=sys.stderr)
+    if not argv or (argv[0] == "-m" and len(argv) < 2):
+        print("usage: python -m flowray.cli.program (SCRIPT | -m MODULE) [ARGS...]",
+              file=sys.stderr)
         return 2
-    script = os.path.abspath(argv[0])
-    sys.argv = [argv[0]] + argv[1:]
-    sys.path.insert(0, os.path.dirname(script))
     try:
-        runpy.run_path(script, run_name="__main__")
+        if argv[0] == "-m":   # as `python -m MODULE ARGS`: the current folder on sys.path
+            sys.argv = [argv[1]] + argv[2:]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            script = os.path.abspath(argv[0])
+            sys.argv = [argv[0]] + argv[1:]
+            sys.path.insert(0, os.path.dirname(script))
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         code = e.code
         if code is None or isinstance(code, int):
@@ -78,7 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # noqa: BLE001 - reported as Python would, or in one line
+    except Exception as e:  # reported as Python would, or in one line
         line = submission_error(e)
         if line is None or os.environ.get("FLOWRAY_TRACEBACK"):
             raise

@@ -24,6 +24,7 @@ import logging
 import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
+from flowray.common.config_file import conf_dir_file, layered, load_config_file
 from flowray.common.configuration import Configuration, ConfigurationError
 from flowray.common.options import (
     ATTACHED,
@@ -116,10 +117,14 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
         configuration: Optional[Configuration] = None,
     ) -> "StreamExecutionEnvironment":
         """The program's environment: under ``flowray run`` it starts from the CLI's
-        settings (see the module docstring), which ``configuration`` overrides."""
+        settings (see the module docstring, they include the config file's), otherwise from
+        ``$FLOWRAY_CONF_DIR/config.yaml`` if that is set; ``configuration`` overrides them."""
         client = client_configuration()
         if client is None:
-            return StreamExecutionEnvironment(configuration)
+            path = conf_dir_file()
+            if path is None:
+                return StreamExecutionEnvironment(configuration)
+            return StreamExecutionEnvironment(layered(load_config_file(path), configuration))
         if configuration is not None:
             client.add_all(configuration)
         return StreamExecutionEnvironment(client)

@@ -7,7 +7,8 @@ format both backends read, and nothing in it refers to a file outside it. ``_met
 stores the paths of its files relative to the directory (:func:`relativize_paths`), and
 reading it resolves them against wherever the directory is now
 (:func:`resolve_relative_paths`), so a savepoint can be moved or copied and restored from
-its new place. flowray never deletes a completed savepoint.
+its new place. flowray never deletes a completed savepoint on its own: a user does, with
+:func:`dispose_savepoint` (``flowray savepoint -d PATH``).
 
 """
 
@@ -27,6 +28,8 @@ __all__ = [
     "SavepointStorage",
     "savepoint_directory",
     "write_savepoint_metadata",
+    "dispose_savepoint",
+    "NotASavepointError",
     "relativize_paths",
     "resolve_relative_paths",
 ]
@@ -67,3 +70,39 @@ def write_savepoint_metadata(checkpoint: "CompletedCheckpoint", location: str) -
     path = storage.write_metadata(relative)
     checkpoint.external_path = path
     return path
+
+
+class NotASavepointError(ValueError):
+    """The path given to :func:`dispose_savepoint` is not a savepoint."""
+
+
+def dispose_savepoint(path: str) -> str:
+    """Delete the savepoint at ``path`` (its directory or its ``_metadata``; a local path or
+    a URI) with every file in it, as Flink's ``flink savepoint -d``; returns the directory.
+    Refuses anything that is not a savepoint: a missing path, a folder without
+    ``_metadata``, or a retained checkpoint (its job's retention owns it).
+
+    >>> dispose_savepoint("/no/such/savepoint-1")
+    Traceback (most recent call last):
+    ...
+    flowray.runtime.checkpoint.savepoints.NotASavepointError: no savepoint at /no/such/savepoint-1: /no/such/savepoint-1/_metadata does not exist
+    """
+    from flowray.runtime.checkpoint.storage import InvalidCheckpointMetadataError, METADATA_FILE
+
+    location = path.rstrip("/")
+    if location.rsplit("/", 1)[-1] == METADATA_FILE:
+        location = location.rsplit("/", 1)[0]
+    storage = SavepointStorage(location)
+    try:
+        checkpoint = storage.read_metadata(location)
+    except FileNotFoundError:
+        raise NotASavepointError(f"no savepoint at {path}: {location}/{METADATA_FILE} "
+                                 "does not exist") from None
+    except InvalidCheckpointMetadataError as e:
+        raise NotASavepointError(f"no savepoint at {path}: {e}") from None
+    if not checkpoint.is_savepoint:
+        raise NotASavepointError(
+            f"{path} is a retained checkpoint, not a savepoint: its job's checkpoint "
+            "retention (execution.checkpointing.externalized-checkpoint-retention) deletes it")
+    storage.discard_job()   # the savepoint directory: its job root
+    return location

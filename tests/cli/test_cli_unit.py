@@ -116,6 +116,88 @@ def test_run_names_a_missing_program(calls):
     assert result.stderr.strip() == "flowray: error: program not found: no_such_program.py"
 
 
+def test_run_layers_the_config_file_under_d_and_the_options(tmp_path, calls, monkeypatch):
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("parallelism:\n  default: 8\npipeline.name: file\n"
+                    "state.checkpoints.dir: /file-ck\n")
+    script = tmp_path / "job.py"
+    script.write_text("")
+    monkeypatch.delenv("FLOWRAY_CONF_DIR", raising=False)
+    result = CliRunner().invoke(main, ["run", "--conf", str(conf), "-p", "2",
+                                       "-D", "pipeline.name=cli", str(script)])
+    assert result.exit_code == 7, result.output
+    settings = json.loads(calls[-1][1][CLIENT_CONFIG_ENV])
+    assert settings == {"parallelism.default": "2", "pipeline.name": "cli",
+                        "execution.checkpointing.dir": "/file-ck"}
+    # FLOWRAY_CONF_DIR is the default file
+    (tmp_path / "config.yaml").write_text("pipeline.name: conf-dir\n")
+    monkeypatch.setenv("FLOWRAY_CONF_DIR", str(tmp_path))
+    assert CliRunner().invoke(main, ["run", str(script)]).exit_code == 7
+    assert json.loads(calls[-1][1][CLIENT_CONFIG_ENV]) == {"pipeline.name": "conf-dir"}
+
+
+def test_run_names_the_file_and_line_of_a_bad_setting(tmp_path, calls):
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("parallelism.default: 2\nexecution:\n  checkpointing:\n"
+                    "    interval: often\n")
+    script = tmp_path / "job.py"
+    script.write_text("")
+    result = CliRunner().invoke(main, ["run", "--conf", str(conf), str(script)])
+    assert result.exit_code == 1 and not calls
+    assert result.stderr.startswith(f"flowray: error: {conf}, line 4: invalid value 'often' "
+                                    "for configuration key 'execution.checkpointing.interval'")
+
+
+def test_run_takes_flinks_python_options(tmp_path, calls):
+    script = tmp_path / "job.py"
+    script.write_text("")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "helpers.py").write_text("")
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("")
+    result = CliRunner().invoke(main, [
+        "run", "-pyfs", f"{lib / 'helpers.py'},{lib}", "-pyreq", str(reqs),
+        "-pyexec", "/usr/bin/python3.11", "-py", str(script), "in.txt", "-p", "9"])
+    assert result.exit_code == 7, result.output
+    cmd, env = calls[-1]
+    assert cmd[3:] == [str(script), "in.txt", "-p", "9"]  # -py: every argument is the program's
+    settings = json.loads(env[CLIENT_CONFIG_ENV])
+    assert settings == {"python.files": f"{lib / 'helpers.py'},{lib}",
+                        "python.requirements": str(reqs),
+                        "python.executable": "/usr/bin/python3.11"}
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(lib), str(lib)]
+    result = CliRunner().invoke(main, ["run", "-pyfs", str(lib), "-pym", "my.job", "a"])
+    assert result.exit_code == 7, result.output
+    assert calls[-1][0][3:] == ["-m", "my.job", "a"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-pyfs", "/no/such/lib.py", "x.py"], "-pyfs: not found: /no/such/lib.py"),
+    (["-py", "a.py", "-pym", "m"], "-py FILE or -pym MODULE, not both"),
+    ([], "no program: give SCRIPT, -py FILE or -pym MODULE"),
+    (["--conf", "/no/such/config.yaml", "x.py"],
+     "configuration file not found: /no/such/config.yaml"),
+])
+def test_run_rejects_a_bad_program_option_in_one_line(tmp_path, calls, args, message):
+    (tmp_path / "x.py").write_text("")
+    (tmp_path / "a.py").write_text("")
+    result = CliRunner().invoke(main, ["run", *[str(tmp_path / a) if a.endswith("x.py") or
+                                                a == "a.py" else a for a in args]])
+    assert result.exit_code == 1 and not calls, result.output
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_the_program_runner_runs_a_module(runner_env, capsys, monkeypatch):
+    pkg = runner_env / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text("import sys\nprint('module', __name__, sys.argv[1:])\n")
+    monkeypatch.chdir(runner_env)
+    assert program.main(["-m", "mypkg.job", "x", "--y"]) == 0
+    assert capsys.readouterr().out == "module __main__ ['x', '--y']\n"
+
+
 # -- commands against a cluster (replaced by job infos) ------------------------------------
 @pytest.fixture
 def cluster(monkeypatch):
@@ -178,6 +260,72 @@ def test_stop_without_a_directory_needs_the_jobs_savepoints_dir(monkeypatch):
     assert result.stderr == ("flowray: error: no savepoint directory: pass --savepoint-path "
                              "DIR, or run the job with -D "
                              "execution.checkpointing.savepoint-dir=DIR\n")
+
+
+def test_list_filters_running_and_scheduled_and_prints_json(monkeypatch):
+    scheduled = dict(JOBS[1], job_id="5c5c5c5c5c5c", name="later", status="CREATED")
+    monkeypatch.setattr(cli, "_jobs", lambda address: [dict(j) for j in JOBS] + [scheduled])
+
+    def names(args):
+        result = CliRunner().invoke(main, ["list", *args, "-o", "json"])
+        assert result.exit_code == 0, result.output
+        return [j["name"] for j in json.loads(result.stdout)]
+    assert names([]) == ["wc#2", "later"]      # Flink's default: running and scheduled
+    assert names(["-r"]) == ["wc#2"]
+    assert names(["-s"]) == ["later"]
+    assert names(["-a"]) == ["wc", "wc#2", "later"]
+    assert CliRunner().invoke(main, ["list", "-s"]).stdout.startswith("JOB ID")
+
+
+def test_info_and_checkpoints_print_json_for_scripts(cluster, monkeypatch):
+    import flowray.runtime.execution.jobs as jobs
+
+    class Client:
+        def get_checkpoint_stats(self):
+            return {"summary": "s", "history": [{"id": i} for i in range(1, 6)]}
+    monkeypatch.setattr(jobs, "attach", lambda job, address=None: Client())
+    info = json.loads(CliRunner().invoke(main, ["info", "wc#2", "--output", "json"]).stdout)
+    assert info["job_id"] == "77aa00bb11cc" and info["status"] == "RUNNING"
+    stats = json.loads(CliRunner().invoke(main, ["checkpoints", "wc#2", "-n", "2",
+                                                 "-o", "json"]).stdout)
+    assert stats["history"] == [{"id": 4}, {"id": 5}] and stats["summary"] == "s"
+
+
+def test_checkpoint_triggers_one_and_prints_its_path(cluster, monkeypatch):
+    import flowray.runtime.execution.jobs as jobs
+
+    class Client:
+        def trigger_checkpoint(self, timeout_s=None):
+            return "/ck/77aa00bb11cc/chk-9"
+    monkeypatch.setattr(jobs, "attach", lambda job, address=None: Client())
+    result = CliRunner().invoke(main, ["checkpoint", "wc#2"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "Checkpoint completed. Path: /ck/77aa00bb11cc/chk-9"
+    result = CliRunner().invoke(main, ["checkpoint", "wc"])   # "wc" ran once and ended...
+    assert result.exit_code == 0  # ...but the name also means the running wc#2
+
+
+def test_savepoint_dispose_deletes_a_savepoint_and_nothing_else(tmp_path):
+    from flowray.runtime.checkpoint.completed import CompletedCheckpoint
+    from flowray.runtime.checkpoint.savepoints import write_savepoint_metadata
+    from flowray.runtime.checkpoint.storage import FsCheckpointStorage
+
+    sp = tmp_path / "savepoint-abc-1"
+    sp.mkdir()
+    (sp / "state-1").write_bytes(b"x")
+    write_savepoint_metadata(CompletedCheckpoint("j", 3, 0, 0, {}, is_savepoint=True), str(sp))
+    ck = FsCheckpointStorage(str(tmp_path / "ck"), "j")
+    ck.write_metadata(CompletedCheckpoint("j", 2, 0, 0, {}))
+    result = CliRunner().invoke(main, ["savepoint", "-d", str(sp / "_metadata")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"Savepoint {sp} disposed.\n" and not sp.exists()
+    for path, words in [(str(sp), "_metadata does not exist"),
+                        (ck.checkpoint_dir(2), "is a retained checkpoint, not a savepoint")]:
+        result = CliRunner().invoke(main, ["savepoint", "-d", path])
+        assert result.exit_code == 1 and words in result.stderr, result.stderr
+    assert (tmp_path / "ck").exists()
+    result = CliRunner().invoke(main, ["savepoint", "wc", "-d", str(sp)])
+    assert result.exit_code == 1 and "takes the savepoint's path only" in result.stderr
 
 
 # -- tables ------------------------------------------------------------------------------------
