@@ -85,6 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # reported as Python would, or in one line
+        sys.last_type, sys.last_value = type(e), e   # as Python's own uncaught exception
         line = submission_error(e)
         if line is None or os.environ.get("FLOWRAY_TRACEBACK"):
             raise

@@ -42,6 +42,7 @@ from flowray.datastream.checkpoint_config import CheckpointConfig
 from flowray.datastream.checkpointing_mode import CheckpointingMode
 from flowray.datastream.data_stream import DataStream
 from flowray.datastream.environment_api import EnvironmentApiMixin, apply_chaining_setting
+from flowray.datastream.execute_reminder import watch_if_main
 from flowray.datastream.execution_mode import RuntimeExecutionMode
 from flowray.datastream.extensions import program_runners
 from flowray.operators.sources import CollectionSource, Source, SourceOperator
@@ -111,6 +112,8 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
         # what plug-ins keep for the program being built (see flowray.datastream.extensions)
         self._extension_states: Dict[str, Any] = {}
         self._slot_sharing_groups: Dict[str, Any] = {}  # name -> SlotSharingGroup
+        self._plan_shown = False   # get_execution_plan() was called: not a forgotten execute
+        watch_if_main(self)
 
     @staticmethod
     def get_execution_environment(
@@ -341,6 +344,7 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
 
     def get_execution_plan(self) -> str:
         """The chained job graph as text: one line per task, with its inputs."""
+        self._plan_shown = True
         apply_chaining_setting(self._config, self._transformations)
         job = build_job_graph(
             build_stream_graph(
