@@ -10,8 +10,8 @@ ended with an uncaught exception, and environments built by libraries and tests 
 
 >>> class Env:
 ...     _transformations = ["Map", "Sink: Print"]
->>> never_executed_message(Env())
-"flowray: the program defined 2 transformation(s) but never ran them: call env.execute() (or execute_async(), or execute_and_collect() on a stream) at its end"
+>>> print(never_executed_message(Env()))
+flowray: the program defined 2 transformation(s) but never ran them: call env.execute() (or execute_async(), or execute_and_collect() on a stream) at its end
 >>> Env._transformations = []
 >>> never_executed_message(Env()) is None
 True
