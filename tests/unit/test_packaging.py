@@ -54,3 +54,72 @@ def test_runtime_dependencies_are_ranges_and_the_constraints_pin_a_version_insid
         pinned = pins.get(canonicalize_name(req.name))
         assert pinned is not None, f"{req.name} is not in constraints.txt"
         assert req.specifier.contains(pinned), f"{req.name}=={pinned} is outside {req}"
+
+
+def test_connector_extras_are_ranges_pinned_in_the_constraints_too():
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    with open(os.path.join(root, "constraints.txt")) as f:
+        pins = dict(line.split("#")[0].strip().split("==") for line in f
+                    if line.split("#")[0].strip())
+    pins = {canonicalize_name(k): v for k, v in pins.items()}
+    from flowray.common.optional_deps import EXTRAS
+    for module, (dist, extra) in EXTRAS.items():
+        [req] = [Requirement(r) for r in extras[extra]]
+        assert canonicalize_name(req.name) == canonicalize_name(dist)
+        assert {s.operator for s in req.specifier} == {">=", "<"}
+        assert req.specifier.contains(pins[canonicalize_name(dist)])
+    assert "flowray[kafka,postgres,avro]" in extras["test"]   # the suite tests every connector
+
+
+# a Python where the connector extras are not installed: their imports fail
+NO_EXTRAS = """
+import sys
+class NoExtras:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("confluent_kafka", "psycopg", "fastavro"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoExtras())
+"""
+
+
+def test_the_core_runs_without_the_connector_extras_and_a_connector_names_its_extra():
+    import subprocess
+    import sys
+    program = NO_EXTRAS + """
+from flowray import Configuration, StreamExecutionEnvironment
+from flowray.common.optional_deps import MissingDependencyError
+from flowray.datastream.connectors.jdbc import JdbcSink
+from flowray.datastream.connectors.kafka import KafkaSource
+from flowray.datastream.formats.avro import AvroRowSerializationSchema
+
+env = StreamExecutionEnvironment.get_execution_environment(
+    Configuration({"execution.target": "local"}))
+print(sorted(env.from_collection([3, 1, 2]).map(lambda x: x * 10)
+             .execute_and_collect(limit=3)))
+for build in (lambda: KafkaSource.builder().set_bootstrap_servers("h:9092")
+              .set_topics("t").build(),
+              lambda: AvroRowSerializationSchema(avro_schema_string='"string"'),
+              lambda: JdbcSink.sink("insert", None, None)):
+    try:
+        build()
+    except MissingDependencyError as e:
+        print(e)
+"""
+    p = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "[10, 20, 30]",
+        "KafkaSource needs the Python package 'confluent-kafka', which is not installed: "
+        "pip install 'flowray[kafka]'",
+        "The Avro row format needs the Python package 'fastavro', which is not installed: "
+        "pip install 'flowray[avro]'",
+        "JdbcSink needs the Python package 'psycopg', which is not installed: "
+        "pip install 'flowray[postgres]'",
+    ]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
+from flowray.common.optional_deps import require
 from flowray.common.typeinfo import TypeInformation
 from flowray.operators.jdbc_options import (
     JdbcConnectionOptions,
@@ -79,6 +80,7 @@ class JdbcSink(TwoPhaseCommitSink):
         :param jdbc_execution_options: batch size, interval and retries (Flink's defaults:
             5000 rows, no interval, 3 retries)
         """
+        require("psycopg", "postgres", "JdbcSink")
         return JdbcSink(JdbcAtLeastOnceSink(JdbcStatement(sql, type_info),
                                             jdbc_connection_options, jdbc_execution_options))
 
@@ -91,6 +93,7 @@ class JdbcSink(TwoPhaseCommitSink):
         """An exactly-once sink by PostgreSQL's two-phase commit (Flink's
         ``JdbcSink.exactlyOnceSink``). The server needs ``max_prepared_transactions > 0``;
         ``jdbc_execution_options`` must have ``max_retries == 0`` (the default here)."""
+        require("psycopg", "postgres", "JdbcSink")
         return JdbcSink(JdbcExactlyOnceSink(JdbcStatement(sql, type_info),
                                             jdbc_connection_options, jdbc_execution_options,
                                             exactly_once_options))

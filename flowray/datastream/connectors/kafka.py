@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional, Set
 
+from flowray.common.optional_deps import require
 from flowray.common.serialization import DeserializationSchema
 from flowray.operators.kafka.offsets import (
     KafkaOffsetResetStrategy,
@@ -98,6 +99,7 @@ class KafkaSourceBuilder:
         self._client_id_prefix: Optional[str] = None
 
     def build(self) -> KafkaSource:
+        require("confluent_kafka", "kafka", "KafkaSource")
         props = dict(self._props)
         servers = self._servers or props.pop("bootstrap.servers", None)
         if not servers:
@@ -227,6 +229,7 @@ class KafkaSinkBuilder:
         self._props: Dict[str, str] = {}
 
     def build(self) -> KafkaSink:
+        require("confluent_kafka", "kafka", "KafkaSink")
         props = dict(self._props)
         servers = self._servers or props.pop("bootstrap.servers", None)
         props.pop("bootstrap.servers", None)

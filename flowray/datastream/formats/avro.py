@@ -61,8 +61,7 @@ import uuid as _uuid
 from decimal import Decimal
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-import fastavro
-
+from flowray.common.optional_deps import require
 from flowray.common.type_conversion import RecordTypeError, record_converter
 from flowray.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TypeInformation, Types
 from flowray.datastream.formats._common import (
@@ -81,6 +80,17 @@ __all__ = ["AvroSchema", "GenericRecordAvroTypeInfo", "AvroRowSerializationSchem
            "AvroRowDeserializationSchema"]
 
 Converter = Callable[[Any], Any]
+
+
+_FASTAVRO: Any = None
+
+
+def _fastavro() -> Any:
+    """fastavro (the ``avro`` extra), imported when a schema is first used."""
+    global _FASTAVRO
+    if _FASTAVRO is None:
+        _FASTAVRO = require("fastavro", "avro", "The Avro row format")
+    return _FASTAVRO
 
 
 class AvroSchema:
@@ -106,6 +116,7 @@ class AvroSchema:
                 schema = _json.loads(schema)
             except ValueError as e:
                 raise ValueError(f"Could not parse Avro schema string: not JSON ({e})") from None
+        fastavro = _fastavro()   # a missing extra is named, not taken for a bad schema
         try:
             _check_structure(schema, "schema")
             self._parsed = fastavro.parse_schema(copy.deepcopy(schema))
@@ -644,7 +655,7 @@ class AvroRowSerializationSchema(_AvroRowSchema, RowSerializationSchema):
         datum = self._to_avro(element)
         buf = io.BytesIO()
         try:
-            fastavro.schemaless_writer(buf, self._parsed, datum)
+            _fastavro().schemaless_writer(buf, self._parsed, datum)
         except Exception as e:  # noqa: BLE001 - fastavro raises several kinds
             raise self._fail(element, datum, e) from None
         return buf.getvalue()
@@ -673,7 +684,7 @@ class AvroRowDeserializationSchema(_AvroRowSchema, RowDeserializationSchema):
     _who = "AvroRowDeserializationSchema"
 
     def _build(self) -> None:
-        self._parsed = fastavro.parse_schema(_strip_raw_logical(self._schema.to_json()))
+        self._parsed = _fastavro().parse_schema(_strip_raw_logical(self._schema.to_json()))
         self._named = _Named(self._parsed)
         self._from_avro = _record_reader(self._parsed, self._named, {})
         self._name = self._parsed["name"]
@@ -684,7 +695,7 @@ class AvroRowDeserializationSchema(_AvroRowSchema, RowDeserializationSchema):
         if message is None:
             raise DeserializationError(self._who, "the message is None")
         try:
-            datum = fastavro.schemaless_reader(io.BytesIO(message), self._parsed, None)
+            datum = _fastavro().schemaless_reader(io.BytesIO(message), self._parsed, None)
         except (EOFError, IndexError, StopIteration):
             raise DeserializationError(
                 self._who, f"not an Avro record {self._name}: the message ends before the "
