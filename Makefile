@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_LIB := .cache/kafka/lib
 KAFKA_STAMP := $(KAFKA_LIB)/.resolved
 
-.PHONY: run test unit bench java-check mvn-check postgres chromium redis kafka kafka-jars clean
+.PHONY: run lint test unit bench java-check mvn-check postgres chromium redis kafka kafka-jars clean
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { \
@@ -87,7 +87,11 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 run: java-check $(STAMP)
 	$(PY) examples/spark_pipeline.py
 
-test: java-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
+# ruff with pyproject.toml's [tool.ruff] rules (a second or so); `make test` runs it first
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: lint java-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pytest -q --durations=20 tests
 
 unit: $(STAMP)

@@ -27,9 +27,9 @@ from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from throughput import CountingSink, expected_sums, read_counts  # noqa: E402
+from throughput import CountingSink, expected_sums, read_counts
 
-from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment  # noqa: E402
+from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
 
 
 def run(n: int, keys: int, mode: Optional[str], interval_ms: int,

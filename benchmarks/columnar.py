@@ -141,9 +141,9 @@ def run_flowray(tables: List[Any], expected: Dict[str, int], columnar: bool, tar
                 last.update(_last_per_key(os.path.join(folder, name)))
                 continue
             with open(os.path.join(folder, name), "rb") as f:
-                c, l = pickle.load(f)
+                c, part = pickle.load(f)
             count += c
-            last.update(l)
+            last.update(part)
         records = sum(t.num_rows for t in tables)
         if count != records or last != expected:
             raise SystemExit(f"wrong result ({'columnar' if columnar else 'rows'}): {count} "

@@ -40,15 +40,15 @@ from typing import Any, Callable, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flowray.common.clock import ManualClock  # noqa: E402
-from flowray.operators.base import OperatorContext, Output, ProcessingTimeService  # noqa: E402
-from flowray.operators.keyed import KeyedReduceOperator, field_aggregator  # noqa: E402
-from flowray.state.descriptors import ValueStateDescriptor  # noqa: E402
-from flowray.state.key_groups import KeyGroupAssigner  # noqa: E402
-from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key  # noqa: E402
-from flowray.state.full_snapshot import FORMAT_V1, dumps_state  # noqa: E402
-from flowray.state.heap_backend import HeapKeyedStateBackend  # noqa: E402
-from flowray.state.key_groups import KeyGroupRange  # noqa: E402
+from flowray.common.clock import ManualClock
+from flowray.operators.base import OperatorContext, Output, ProcessingTimeService
+from flowray.operators.keyed import KeyedReduceOperator, field_aggregator
+from flowray.state.descriptors import ValueStateDescriptor
+from flowray.state.key_groups import KeyGroupAssigner
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
+from flowray.state.full_snapshot import FORMAT_V1, dumps_state
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupRange
 
 MAXP = 128
 RANGE = KeyGroupRange(0, MAXP - 1)

@@ -127,9 +127,9 @@ def delete_topics(bootstrap: str, *topics: str) -> None:
         for f in a.delete_topics(list(topics), operation_timeout=30).values():
             try:
                 f.result(30)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup: the topic may be gone already
                 pass
-    except Exception:
+    except Exception:  # noqa: BLE001 - cleanup only
         pass
 
 
@@ -210,7 +210,7 @@ def verify(bootstrap: str, topic: str, expected: Dict[str, int],
                     dups += 1
                 else:
                     bits[count] = 1
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable message counts as bad
                 bad += 1
     c.close()
     missing = sum(bits.count(0) - 1 for bits in seen.values())
@@ -761,7 +761,7 @@ def run_latency(bootstrap: str, rate: float, records: int, parallelism: int, fmt
             try:
                 client.cancel()
                 client.wait(60)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup: the job may have ended already
                 pass
         shutil.rmtree(checkpoints, ignore_errors=True)
         delete_topics(bootstrap, src, dst)
@@ -894,7 +894,7 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
             try:
                 try:
                     r = runner(dst)
-                except Exception as e:  # a failed run is a row, not the end of the benchmark
+                except Exception as e:  # noqa: BLE001 - a failed run is a row, not the end
                     r = {"error": f"{type(e).__name__}: {e}"}
                 if "skipped" in r:
                     skipped[name] = f"not available: {r['skipped']}"
@@ -994,7 +994,7 @@ def run_all(args, wanted: set, n: int, bootstrap: str, t_start: float) -> None:
                 lat = run_latency(bootstrap, rate, args.latency_records, p,
                                   args.flowray_format, args.flowray_sink_format,
                                   args.checkpoint_ms)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a failed run is a row, not the end
                 lat = {"error": f"{type(e).__name__}: {e}"}
             lat.update(rate=rate, parallelism=p, why=why)
             latencies.append(lat)

@@ -31,11 +31,11 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flowray.runtime.checkpoint.storage import FsCheckpointStorage  # noqa: E402
-from flowray.state.descriptors import ValueStateDescriptor  # noqa: E402
-from flowray.state.key_groups import KeyGroupRange  # noqa: E402
-from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend  # noqa: E402
-from flowray.state.rocksdb.local_recovery import TaskLocalStateStore  # noqa: E402
+from flowray.runtime.checkpoint.storage import FsCheckpointStorage
+from flowray.state.descriptors import ValueStateDescriptor
+from flowray.state.key_groups import KeyGroupRange
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+from flowray.state.rocksdb.local_recovery import TaskLocalStateStore
 
 MAXP = 128
 RANGE = KeyGroupRange(0, MAXP - 1)

@@ -170,7 +170,7 @@ def main(argv: List[str] | None = None) -> None:
         rows.append({"strategy": name, "recovery_s": rec, "healthy_gap_s": gap,
                      "exactly_once": ok, "runs": rs})
         print(f"{name:<20}{rec * 1000:>21.0f} ms{gap * 1000:>20.0f} ms{str(ok):>14}")
-    print(f"\nwhere the time goes (median ms; the killed task's events in the job master)\n")
+    print("\nwhere the time goes (median ms; the killed task's events in the job master)\n")
     print(f"{'phase':<46}" + "".join(f"{n.replace(', no standby', ' cold'):>14}"
                                       for n in results))
     for key, label in PHASES:

@@ -36,17 +36,17 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flowray.runtime.checkpoint.savepoints import SavepointStorage  # noqa: E402
-from flowray.runtime.checkpoint.storage import FsCheckpointStorage  # noqa: E402
-from flowray.runtime.graph.execution_graph import SubtaskId  # noqa: E402
-from flowray.state.descriptors import ValueStateDescriptor  # noqa: E402
-from flowray.state.heap_backend import HeapKeyedStateBackend  # noqa: E402
-from flowray.state.key_groups import (  # noqa: E402
+from flowray.runtime.checkpoint.savepoints import SavepointStorage
+from flowray.runtime.checkpoint.storage import FsCheckpointStorage
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.state.descriptors import ValueStateDescriptor
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import (
     KeyGroupRange,
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend  # noqa: E402
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 
 MAXP = 128
 SUBTASK = SubtaskId("sum", 0)

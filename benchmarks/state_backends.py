@@ -45,13 +45,13 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flowray.runtime.checkpoint.storage import FsCheckpointStorage  # noqa: E402
-from flowray.runtime.graph.execution_graph import SubtaskId  # noqa: E402
-from flowray.state.descriptors import ValueStateDescriptor  # noqa: E402
-from flowray.state.heap_backend import HeapKeyedStateBackend  # noqa: E402
-from flowray.state.key_groups import KeyGroupRange  # noqa: E402
-from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend  # noqa: E402
-from flowray.state.snapshot import IncrementalKeyedStateHandle  # noqa: E402
+from flowray.runtime.checkpoint.storage import FsCheckpointStorage
+from flowray.runtime.graph.execution_graph import SubtaskId
+from flowray.state.descriptors import ValueStateDescriptor
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupRange
+from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
+from flowray.state.snapshot import IncrementalKeyedStateHandle
 
 MAXP = 128
 RANGE = KeyGroupRange(0, MAXP - 1)

@@ -74,9 +74,9 @@ def read_counts(folder: str):
     count, last = 0, {}
     for name in os.listdir(folder):
         with open(os.path.join(folder, name), "rb") as f:
-            c, l = pickle.load(f)
+            c, part = pickle.load(f)
         count += c
-        last.update(l)
+        last.update(part)
     return count, last
 
 

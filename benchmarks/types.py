@@ -21,10 +21,10 @@ import time
 from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import CountingSink, read_counts  # noqa: E402
+from throughput import CountingSink, read_counts
 
-from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment  # noqa: E402
-from flowray.common import Types  # noqa: E402
+from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
+from flowray.common import Types
 
 KEYS = 10_000
 TYPES: Dict[str, Any] = {

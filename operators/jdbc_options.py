@@ -206,7 +206,7 @@ class JdbcConnectionOptions:
             from psycopg.conninfo import conninfo_to_dict
             try:
                 params = {k: str(v) for k, v in conninfo_to_dict(url).items()}
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - psycopg raises several kinds
                 raise ValueError(f"JdbcConnectionOptions: cannot parse {self._masked_url()!r}: "
                                  f"{e}") from None
         if self._user_name is not None:

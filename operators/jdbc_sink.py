@@ -233,7 +233,7 @@ def _close(connection: Any) -> None:
     if connection is not None:
         try:
             connection.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
 

@@ -164,7 +164,7 @@ def describe_record(record: Any, limit: int = 200) -> str:
     """``repr(record)``, cut to ``limit`` characters (for error messages)."""
     try:
         text = repr(record)
-    except Exception as e:  # a broken __repr__ must not hide the real error
+    except Exception as e:  # noqa: BLE001 - a broken __repr__ must not hide the real error
         text = f"<{type(record).__name__} with a failing repr: {e}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 

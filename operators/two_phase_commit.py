@@ -306,12 +306,12 @@ class TwoPhaseCommitSinkOperator(StreamOperator):
             current, self._current, self._has_current = self._current, None, False
             try:
                 self.sink.abort(current)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - raised below, after close
                 error = e
         if self._sink_open:
             try:
                 self.sink.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - raised below as the user's error
                 error = error or e
         if error is not None:
             raise self.user_error(error) from error

@@ -376,7 +376,7 @@ class Configuration:
         target_dict.update(self._values)
 
     @classmethod
-    def from_dict(cls, map: Mapping[str, Any]) -> "Configuration":  # noqa: A002 - PyFlink's
+    def from_dict(cls, map: Mapping[str, Any]) -> "Configuration":  # PyFlink's name
         return cls(map)
 
     def get_float(self, key: str, default_value: float = 0.0) -> float:

@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional
 
 from flowray.common.configuration import (
     INFINITE,
+    Configuration,
     parse_bool,
     parse_count_or_infinite,
     parse_duration_ms,

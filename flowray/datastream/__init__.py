@@ -25,9 +25,9 @@ from flowray.runtime.messages import JobStatus
 from flowray.runtime.checkpoint.storage import RetainedCheckpoint, find_retained_checkpoints
 
 from flowray.datastream.async_data_stream import AsyncDataStream
-from flowray.datastream.functions import *  # noqa: F401,F403
+from flowray.datastream.functions import *  # noqa: F403
 from flowray.datastream.functions import __all__ as _functions_all
-from flowray.datastream.state import *  # noqa: F401,F403
+from flowray.datastream.state import *  # noqa: F403
 from flowray.datastream.state import __all__ as _state_all
 
 __all__ = ["ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream",

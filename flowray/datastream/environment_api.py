@@ -40,6 +40,7 @@ from flowray.state.state_backend import (
 if TYPE_CHECKING:
     from flowray.datastream.checkpointing_mode import CheckpointingMode
     from flowray.datastream.data_stream import DataStream
+    from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = ["EnvironmentApiMixin", "apply_chaining_setting"]
 

@@ -146,7 +146,7 @@ class MetricRegistry:
                 kind = "gauge"
                 try:
                     value = metric.get_value()  # type: ignore[attr-defined]
-                except Exception as e:  # a user's gauge must not stop the others
+                except Exception as e:  # noqa: BLE001 - a user's gauge must not stop the others
                     if (name, labels) not in self._broken_gauges:
                         self._broken_gauges.add((name, labels))
                         log.warning("flowray: gauge %s %s raised %s: %s", name, dict(labels),

@@ -68,7 +68,7 @@ def connect_timeout_ms(job_config: Mapping[str, Any]) -> int:
     """``flowray.kafka.connect-timeout`` of a task's configuration (the default if unset)."""
     try:
         return int(Configuration(dict(job_config)).get(KAFKA_CONNECT_TIMEOUT))
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable setting: the default
         return int(KAFKA_CONNECT_TIMEOUT.default)
 
 
@@ -121,5 +121,5 @@ def describe_error(error: Optional[Any]) -> str:
         return "no error"
     try:
         return f"{error.name()}: {error.str()}"
-    except Exception:
+    except Exception:  # noqa: BLE001 - not a KafkaError: its str()
         return str(error)

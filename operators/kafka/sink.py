@@ -606,5 +606,5 @@ class KafkaSinkBase(TwoPhaseCommitSink):
             if self.definition.guarantee != "exactly-once":
                 try:
                     producer.flush(5)
-                except Exception:
+                except Exception:  # noqa: BLE001 - closing is best effort
                     pass

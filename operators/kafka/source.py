@@ -226,7 +226,7 @@ class KafkaSourceDefinitionSource(Source):
             if callable(fn):
                 try:
                     return fn()
-                except Exception:
+                except Exception:  # noqa: BLE001 - a schema that cannot tell
                     return None
         return None
 
@@ -246,7 +246,7 @@ def _retriable(e: BaseException) -> bool:
     if callable(name):
         try:
             return name() in _RETRIABLE_CODES or bool(err.retriable())
-        except Exception:
+        except Exception:  # noqa: BLE001 - not a KafkaError: not retriable
             return False
     return isinstance(e, (OSError, TimeoutError))
 
@@ -420,7 +420,7 @@ class KafkaSourceReader(SplitOutputReader):
         try:
             self._consumer.incremental_unassign([TopicPartition(split.topic,
                                                                 split.partition)])
-        except Exception:  # the partition may be unassigned already
+        except Exception:  # noqa: BLE001 - the partition may be unassigned already
             pass
         self.splits_version += 1
 
@@ -558,8 +558,8 @@ class KafkaSourceReader(SplitOutputReader):
                     kept = [(r, t) for r, t in zip(records, timestamps) if r is not None]
                     return [r for r, _ in kept], [t for _, t in kept]
                 return records, timestamps
-        except Exception:
-            pass  # find the record that failed, below
+        except Exception:  # noqa: BLE001 - find the record that failed, below
+            pass
         records: List[Any] = []
         stamps: List[Any] = []
         for m, ts in zip(run, timestamps):
@@ -621,7 +621,7 @@ class KafkaSourceReader(SplitOutputReader):
             if md.brokers:
                 self._trouble_since = None
                 return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported if the trouble lasts
             self._trouble = f"{type(e).__name__}: {e}"
         if (now - since) * 1000.0 >= self._timeout_ms:
             raise KafkaConnectError(
@@ -652,7 +652,7 @@ class KafkaSourceReader(SplitOutputReader):
         try:
             self._consumer.commit(offsets=[TopicPartition(s.topic, s.partition, s.next_offset)
                                            for s in splits], asynchronous=True)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - committing offsets to Kafka is best effort
             log.warning("flowray: KafkaSource could not commit offsets of checkpoint %d to "
                         "group %r: %s", checkpoint_id, self.d.group_id, e)
 
@@ -661,5 +661,5 @@ class KafkaSourceReader(SplitOutputReader):
         if consumer is not None:
             try:
                 consumer.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing is best effort
                 pass

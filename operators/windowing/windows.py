@@ -106,7 +106,7 @@ class CountWindow(Window):
     __slots__ = ("id",)
     id: int
 
-    def __init__(self, id: int) -> None:  # noqa: A002 - PyFlink's parameter name
+    def __init__(self, id: int) -> None:  # PyFlink's parameter name
         object.__setattr__(self, "id", id)
 
     def max_timestamp(self) -> int:

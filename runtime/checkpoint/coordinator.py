@@ -161,7 +161,7 @@ class CheckpointCoordinator(StorageRecovery):
             return highest + 1
         try:
             on_disk = self.storage.list_completed()
-        except Exception:  # noqa: BLE001 - unreadable storage shows up at the first write
+        except Exception:  # unreadable storage shows up at the first write
             log.warning("could not list completed checkpoints of %s", self.job_id,
                         exc_info=True)
             on_disk = []
@@ -436,7 +436,7 @@ class CheckpointCoordinator(StorageRecovery):
             try:
                 self.gateway.trigger(t, p.checkpoint_id, p.trigger_ms, p.is_savepoint,
                                      location=p.location)
-            except Exception:  # noqa: BLE001 - a task we cannot reach fails the checkpoint
+            except Exception:  # a task we cannot reach fails the checkpoint
                 log.warning("could not trigger checkpoint %d on %s", p.checkpoint_id,
                             t.key, exc_info=True)
                 self._abort(p, CheckpointFailureReason.TRIGGER_FAILURE)
@@ -522,7 +522,7 @@ class CheckpointCoordinator(StorageRecovery):
                 completed.external_path = self.storage.write_metadata(completed)
                 if not p.is_savepoint:  # recovery never uses savepoints
                     self._record_latest(cid)
-        except Exception as e:  # noqa: BLE001 - storage errors fail this checkpoint only
+        except Exception as e:  # storage errors fail this checkpoint only
             log.warning("could not write metadata of checkpoint %d", cid, exc_info=True)
             self.registry.release_checkpoint(cid)
             self._abort(p, CheckpointFailureReason.IO_FAILURE,
@@ -610,14 +610,14 @@ class CheckpointCoordinator(StorageRecovery):
             return
         try:
             self.storage.discard_checkpoint(checkpoint_id)
-        except Exception:  # noqa: BLE001 - leftover files are not worth failing for
+        except Exception:  # leftover files are not worth failing for
             log.warning("could not discard checkpoint %d of %s", checkpoint_id, self.job_id,
                         exc_info=True)
 
     def _discard_savepoint_dir(self, location: str) -> None:
         try:
             SavepointStorage(location).discard_job()
-        except Exception:  # noqa: BLE001 - leftover files are not worth failing for
+        except Exception:  # leftover files are not worth failing for
             log.warning("could not delete the files of failed savepoint %s", location,
                         exc_info=True)
 
@@ -635,14 +635,14 @@ class CheckpointCoordinator(StorageRecovery):
         if self.storage is not None:
             try:
                 self.storage.delete_file(handle.path)
-            except Exception:  # noqa: BLE001 - an orphan file is not worth failing for
+            except Exception:  # an orphan file is not worth failing for
                 log.warning("could not delete shared checkpoint file %s", handle.path,
                             exc_info=True)
 
     def _notify(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - one unreachable task must not stop the others
+        except Exception:  # one unreachable task must not stop the others
             log.warning("checkpoint notification %s%r failed", fn.__name__, args,
                         exc_info=True)
 

@@ -123,7 +123,7 @@ class StorageRecovery:
         try:
             self.storage.record_reserved_ids(up_to)
             self._reserved_up_to = up_to
-        except Exception:  # noqa: BLE001 - the checkpoint's own writes will show it
+        except Exception:  # the checkpoint's own writes will show it
             log.warning("could not note checkpoint ids up to %d of %s", up_to, self.job_id,
                         exc_info=True)
 
@@ -143,7 +143,7 @@ class StorageRecovery:
             live = {h.path for h in self.registry.handles()}
             files = [p for p in self.storage.list_shared_files() if p not in live
                      and (checkpoint_of_shared_file(p) or fence) < fence]
-        except Exception:  # noqa: BLE001 - cleanup only; the job's end sweeps again
+        except Exception:  # cleanup only; the job's end sweeps again
             log.warning("could not list the checkpoint files of %s", self.job_id,
                         exc_info=True)
             return 0
@@ -173,7 +173,7 @@ class StorageRecovery:
             return
         try:
             self.storage.record_latest_completed(checkpoint_id)
-        except Exception:  # noqa: BLE001 - only a restarted master's check would miss it
+        except Exception:  # only a restarted master's check would miss it
             log.warning("could not note checkpoint %d as the latest", checkpoint_id,
                         exc_info=True)
 
@@ -188,7 +188,7 @@ class StorageRecovery:
         try:
             orphans = orphan_shared_files(self.storage, self.registry)
             incomplete = [c for c in self.storage.list_incomplete() if c not in self._pending]
-        except Exception:  # noqa: BLE001 - cleanup only
+        except Exception:  # cleanup only
             log.warning("could not list the checkpoint files of %s", self.job_id,
                         exc_info=True)
             return 0

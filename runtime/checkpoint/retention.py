@@ -50,5 +50,5 @@ def clean_up_ended_job(storage: CheckpointStorage, coordinator: CheckpointCoordi
     for name in job_files:
         try:
             storage.delete_file(f"{storage.job_root}/{name}")
-        except Exception:  # noqa: BLE001 - cleanup only
+        except Exception:  # cleanup only
             log.debug("could not delete %s", name, exc_info=True)

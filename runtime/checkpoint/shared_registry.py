@@ -292,7 +292,7 @@ class SharedStateRegistry:
     def _try_discard(self, handle: Any) -> None:
         try:
             self._discard(handle)
-        except Exception:  # noqa: BLE001 - a failed delete must not corrupt the counts
+        except Exception:  # a failed delete must not corrupt the counts
             log.warning("Could not discard shared state %r; it is no longer referenced and "
                         "is left for orphan cleanup", handle, exc_info=True)
             self._failed_discards.append(handle)

@@ -113,7 +113,7 @@ def decode_metadata(data: bytes, path: str) -> "CompletedCheckpoint":
             f"(this flowray reads version {METADATA_VERSION})")
     try:
         return cloudpickle.loads(data[n + _HEADER.size:])
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file
+    except Exception as e:  # any unpickling failure means a bad file
         raise InvalidCheckpointMetadataError(
             f"corrupt checkpoint metadata file: {path} ({type(e).__name__}: {e})") from e
 

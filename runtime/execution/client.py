@@ -427,7 +427,7 @@ class JobClient:
     def _log_progress(self) -> None:
         try:
             p = self._handle.progress()
-        except Exception:  # progress is best effort
+        except Exception:  # noqa: BLE001 - progress is best effort
             return
         if p:
             log.info(

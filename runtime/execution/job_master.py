@@ -192,7 +192,7 @@ class JobMaster(TaskDeployer):
     def _loop_thread_main(self) -> None:
         try:
             outcome = self._loop()
-        except BaseException as e:  # noqa: BLE001 - never leave a waiter without an answer
+        except BaseException as e:  # never leave a waiter without an answer
             log.exception("flowray: job master loop ended with an error")
             outcome = JobOutcome(self.job.job_id, self.job.job_name, JobStatus.FAILED,
                                  0.0, TaskFailure("JobMaster", None, type(e).__name__, str(e),

@@ -65,7 +65,7 @@ from flowray.runtime.network.socket_transport import (
 
 from flowray.runtime.execution.actor_names import StoredJob, wait_name_free
 from flowray.runtime.execution.job_master import JobMaster
-from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name  # noqa: F401
+from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name
 
 
 __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
@@ -183,7 +183,7 @@ class _RayJobHandle(JobHandle):
         if self.owns_master:
             try:
                 ray.kill(self.master, no_restart=True)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the master may be gone already
                 pass
             wait_name_free(self.master_name)
         for listener in self.listeners:

@@ -165,7 +165,7 @@ class _RayResponder(CheckpointResponder):
         if refs:
             try:
                 ray.get(refs, timeout=timeout_s)
-            except Exception:  # the master is gone or slow: the result still goes out
+            except Exception:  # noqa: BLE001 - the master is gone or slow: the result goes out
                 pass
 
 
@@ -323,7 +323,7 @@ class TaskActor:
         sys.stdout = stdout.original
         try:
             stdout.end()
-        except Exception:  # the client is gone: its lines have nowhere to go
+        except Exception:  # noqa: BLE001 - the client is gone: its lines have nowhere to go
             pass
         finally:
             stdout.close_channel()

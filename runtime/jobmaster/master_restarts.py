@@ -29,7 +29,7 @@ def record_job_master_restart(storage: CheckpointStorage) -> int:
         restarts = 1
     try:
         storage.write_file(path, str(restarts).encode())
-    except Exception:  # noqa: BLE001 - only the count would be wrong
+    except Exception:  # only the count would be wrong
         log.warning("flowray: could not record the job master restart", exc_info=True)
     return restarts
 
@@ -42,7 +42,7 @@ def save_restart_state(storage: CheckpointStorage, strategy: Any, restarts: int)
     try:
         storage.write_file(f"{storage.job_root}/{RESTART_STATE_FILE}",
                            json.dumps(doc).encode())
-    except Exception:  # noqa: BLE001 - only a successor's budget would be off
+    except Exception:  # only a successor's budget would be off
         log.warning("flowray: could not record the restart strategy's state", exc_info=True)
 
 

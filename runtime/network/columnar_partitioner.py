@@ -6,7 +6,7 @@ key group; the key group of a row is the one the row path gives the same key
 
 from __future__ import annotations
 
-from typing import Any, List, Union
+from typing import Any, Union
 
 from flowray.state.columnar_keys import column_keys
 from flowray.runtime.network.arrow_codec import is_arrow_batch

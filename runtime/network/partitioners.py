@@ -297,7 +297,7 @@ class RecordWriter:
             if size is None:
                 try:
                     size = len(pickle.dumps(first, protocol=5))
-                except Exception:  # unpicklable here: keep batch_size (the writer will say)
+                except Exception:  # noqa: BLE001 - unpicklable: keep batch_size (the writer says)
                     size = 0
                 sized[id(first)] = size
             if size > 0:

@@ -100,7 +100,7 @@ def decode_hello(data: bytes) -> str:
     """
     try:
         hello = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except Exception as e:  # noqa: BLE001 - whatever msgpack says, it is not a hello
+    except Exception as e:  # whatever msgpack says, it is not a hello
         raise HandshakeError(f"malformed hello: {type(e).__name__}") from e
     if (not isinstance(hello, dict) or hello.get("v") != _HELLO_VERSION
             or not isinstance(hello.get("channel"), str)):

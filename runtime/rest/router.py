@@ -115,7 +115,7 @@ class Router:
             result = route[2](RestRequest(method, path, params, dict(query), parsed))
         except RestError as e:
             return RestResponse(e.status, {"errors": [e.message]})
-        except Exception as e:  # noqa: BLE001 - an answer, never a traceback
+        except Exception as e:  # an answer, never a traceback
             log.warning("flowray: REST %s %s failed", method, path, exc_info=True)
             return RestResponse(500, {"errors": [f"Internal server error: "
                                                  f"{type(e).__name__}: {e}"]})

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-import pytest
-
 from flowray.testing.faults import FaultInjector
 from tests.support.environments import endless_numbers_through
 from tests.support.web_ui import WebUIPage

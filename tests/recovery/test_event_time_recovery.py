@@ -72,7 +72,7 @@ def _key_of(event):
 def _completed_checkpoints(client):
     try:
         return client.get_checkpoint_stats()["counts"].get("completed", 0)
-    except Exception:  # the job master is busy with a failover
+    except Exception:  # noqa: BLE001 - the job master is busy with a failover
         return 0
 
 

@@ -67,7 +67,7 @@ def _submit(tmp_path, items, extra=None, interval_ms=200):
 def _completed(client):
     try:
         return client.get_checkpoint_stats()["counts"].get("completed", 0)
-    except Exception:  # the job master is being restarted
+    except Exception:  # noqa: BLE001 - the job master is being restarted
         return 0
 
 

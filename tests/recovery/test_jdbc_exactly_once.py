@@ -103,7 +103,7 @@ def _count(db, table):
 def _completed_checkpoints(client):
     try:
         return client.get_checkpoint_stats()["counts"].get("completed", 0)
-    except Exception:  # the job master is being restarted
+    except Exception:  # noqa: BLE001 - the job master is being restarted
         return 0
 
 

@@ -98,7 +98,7 @@ def test_unaligned_checkpoints_overtake_the_backlog_that_aligned_ones_wait_behin
 def _completed_with_records_in_flight(client):
     try:
         history = client.get_checkpoint_stats()["history"]
-    except Exception:  # the job master is being restarted
+    except Exception:  # noqa: BLE001 - the job master is being restarted
         return []
     return [h for h in history if h["status"] == "COMPLETED" and not h["is_savepoint"]
             and any(m.get("persisted_data", 0) > 0 for m in h.get("tasks", {}).values())]

@@ -209,7 +209,7 @@ class KafkaBroker:
             md = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(
                 timeout=2)
             return bool(md.brokers)
-        except Exception:
+        except Exception:  # noqa: BLE001 - not up yet
             return False
 
     def stop(self, timeout_s: float = 30.0) -> None:

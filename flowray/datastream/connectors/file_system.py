@@ -21,7 +21,7 @@ from flowray.operators.file_sink import (
     RowFormatBuilder,
 )
 
-from flowray.datastream.connectors._file_source_facade import *  # noqa: F401,F403
+from flowray.datastream.connectors._file_source_facade import *  # noqa: F403
 from flowray.datastream.connectors._file_source_facade import __all__ as _file_source_all
 
 __all__ = list(_file_source_all) + ["FileSink", "RowFormatBuilder", "OutputFileConfig",

@@ -54,7 +54,7 @@ from itertools import repeat
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from flowray.common.type_conversion import RecordTypeError, record_converter
-from flowray.common.typeinfo import RowTypeInfo, TypeInformation, Types
+from flowray.common.typeinfo import RowTypeInfo, TypeInformation
 from flowray.datastream.formats.csv_schema import (
     _SIMPLE_KINDS,
     _STRING_KINDS,

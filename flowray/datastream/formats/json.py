@@ -811,8 +811,8 @@ class JsonRowSerializationSchema(RowSerializationSchema):
         if write_all is not None:
             try:
                 return [text.encode("utf-8") for text in write_all(elements)]
-            except Exception:
-                pass  # one record at a time, to name the one that fails
+            except Exception:  # noqa: BLE001 - one record at a time, to name the one that fails
+                pass
         return serialize_all(self.serialize, elements)
 
     def get_type_info(self) -> RowTypeInfo:

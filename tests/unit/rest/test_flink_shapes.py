@@ -11,7 +11,6 @@ from typing import Any, List
 
 import pytest
 
-from flowray.runtime.rest import views
 from flowray.runtime.rest.routes import AsyncOperations, job_router
 from flowray.runtime.rest.snapshot import (FailureRecord, JobSnapshot, SubtaskSnapshot,
                                            VertexSnapshot)

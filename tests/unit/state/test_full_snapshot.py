@@ -10,7 +10,6 @@ from flowray.state.checksums import ChecksumRecorder, CorruptedStateError, verif
 from flowray.state.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from flowray.state.full_snapshot import (
     FORMAT_V1,
-    FORMAT_V2,
     FORMAT_V3,
     PICKLED_VALUES,
     ROCKSDB_KEYS,

@@ -359,7 +359,7 @@ def test_a_consumer_region_still_running_restarts_when_its_producer_restarts():
 
 
 def test_a_finished_consumer_region_is_left_out_of_rule_3():
-    """A region that finished read every input to its end and committed its output: it
+    r"""A region that finished read every input to its end and committed its output: it
     does not run again because a producer of it does (Flink's strategy would restart it,
     and its sink would commit a second time). A region with one vertex still running
     restarts whole.

@@ -118,7 +118,7 @@ def test_batch_partitions_are_released_when_all_their_consumers_finished(tmp_pat
 
 
 def test_batch_partitions_are_kept_until_every_consumer_region_finished(tmp_path):
-    """A consumer region of two vertices: the partitions stay while a sink still runs,
+    r"""A consumer region of two vertices: the partitions stay while a sink still runs,
     so a sink failure restarts its own region (sum + sink) and not the producers.
 
         src0 -> map0 --|--> sum0 -> sink0
@@ -238,7 +238,7 @@ def test_batch_lost_partition_restarts_its_producer_region_first(tmp_path,
 
 
 def test_batch_a_truncated_partition_restarts_its_producer_region(tmp_path):
-    """The file is there but cannot be read to its end: the read error names the channel,
+    r"""The file is there but cannot be read to its end: the read error names the channel,
     and the strategy takes that partition as unavailable (rule 2) instead of letting the
     consumer read the same bad file on every restart.
 

@@ -229,7 +229,7 @@ def test_two_readers_interleaved_and_concurrent(store):
     def read(name):
         try:
             results[name] = [norm(f) for f in _read_all(store.reader(CID, chunk_size=512))]
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
     threads = [threading.Thread(target=read, args=(f"t{i}",), daemon=True) for i in range(4)]

@@ -49,7 +49,7 @@ def _socket(n, credits, tcp):
     def accept():
         try:
             accepted.update(listener.accept(ids, timeout_s=WAIT_S))
-        except BaseException as e:  # reported below
+        except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     t = threading.Thread(target=accept, daemon=True)
@@ -131,7 +131,7 @@ def test_fifo_round_trip_of_mixed_frames(make_pair):
         try:
             for f in frames:
                 pair.writer.write(f)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
     t = threading.Thread(target=produce, daemon=True)
@@ -174,7 +174,7 @@ def test_writer_blocks_without_credit_until_reader_takes_a_frame(make_pair):
             two_written.set()
             pair.writer.write(RecordBatch([3]))  # no credit left: must block
             three_written.set()
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
     t = threading.Thread(target=produce, daemon=True)
@@ -206,7 +206,7 @@ def test_in_flight_never_exceeds_credits(make_pair):
                 pair.writer.write(RecordBatch([i]))
                 assert pair.writer.in_flight() <= credits
             pair.writer.write(EndOfPartition())
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
     t = threading.Thread(target=produce, daemon=True)
