@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_LIB := .cache/kafka/lib
 KAFKA_STAMP := $(KAFKA_LIB)/.resolved
 
-.PHONY: run lint test unit bench java-check mvn-check postgres chromium redis kafka kafka-jars clean
+.PHONY: run lint install-check test unit bench java-check mvn-check postgres chromium redis kafka kafka-jars clean
 
 java-check:
 	@command -v java >/dev/null 2>&1 || { \
@@ -91,7 +91,12 @@ run: java-check $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-test: lint java-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
+# a user's install: `pip install <clone>` (not editable, no constraints) into a fresh venv
+# with other numpy/pyarrow/pandas versions inside the ranges, then a job runs there
+install-check: $(STAMP)
+	$(PY) tools/install_check/check.py
+
+test: java-check lint install-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pytest -q --durations=20 tests
 
 unit: $(STAMP)
