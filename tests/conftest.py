@@ -1,19 +1,49 @@
+import contextlib
 import logging
 import os
+import sys
 
 import pytest
+
+from tests.support.servers import free_port
 
 # keep Ray's unix socket paths short and its output quiet
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
+@contextlib.contextmanager
+def _job_agent_port(port: int):
+    """ray.init with the node's job agent on ``port`` (`ray start` has
+    --dashboard-agent-listen-port; ray.init has no argument for it): on the default port
+    52365 another Ray on this machine would leave this one without a job agent, and Ray's
+    Job Submission without a place to run programs."""
+    from ray._private import parameter
+
+    original = parameter.RayParams.__init__
+
+    def init(self, *args, **kwargs):
+        kwargs.setdefault("dashboard_agent_listen_port", port)
+        original(self, *args, **kwargs)
+    parameter.RayParams.__init__ = init
+    try:
+        yield
+    finally:
+        parameter.RayParams.__init__ = original
+
+
 @pytest.fixture(scope="session")
 def ray_session():
-    """One shared local Ray for every test that needs it (never a cluster per test)."""
+    """One shared local Ray for every test that needs it (never a cluster per test). It has
+    a dashboard on a free port, as a cluster of `ray start --head` has: `flowray run`
+    submits programs to it through Ray's Job Submission. `python` on its PATH is this
+    venv's, as on a cluster whose nodes run in the venv flowray is installed in."""
     import ray
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, namespace="flowray",
-                 logging_level=logging.WARNING)
+        os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
+                                              os.environ.get("PATH", "")])
+        with _job_agent_port(free_port()):
+            ray.init(include_dashboard=True, dashboard_port=free_port(), log_to_driver=False,
+                     namespace="flowray", logging_level=logging.WARNING)
     yield
     ray.shutdown()
 

@@ -14,6 +14,7 @@ detached), and list, inspect, checkpoint, savepoint, stop and cancel jobs on a R
     flowray savepoint -d SAVEPOINT_PATH
     flowray stop JOB [--savepoint-path DIR] [--drain]
     flowray cancel JOB
+    flowray logs JOB [-f]
     flowray history [--port P] [--archive-dir DIR ...] [-D key=value ...]
 
 ``JOB`` is a job id (or a prefix of at least 4 characters), or a job's name. Every
@@ -21,7 +22,10 @@ command that talks to a cluster takes ``--address`` (default ``RAY_ADDRESS``, el
 cluster that ``ray start --head`` started). Errors end the command with one line and exit
 code 1.
 
-``flowray run`` runs ``script.py`` with this Python, handing it the settings
+On a Ray cluster with a dashboard, ``flowray run`` submits the program through Ray's Job
+Submission (its folder uploaded as the job's ``working_dir``, its driver on the cluster,
+its output shown here and by ``flowray logs``); with no cluster, or ``--local-driver``, it
+runs ``script.py`` with this Python. Either way it hands the program the settings
 (``-p`` -> ``parallelism.default``, ``-s`` -> ``execution.savepoint.path``, ``-n`` ->
 ``execution.savepoint.ignore-unclaimed-state``, ``-d`` -> ``execution.attached=false``,
 ``-pyfs``/``-pyreq``/``-pyarch``/``-pyexec`` -> ``python.files``/``python.requirements``/
@@ -266,15 +270,24 @@ def main() -> None:
                    "(python.archives).")
 @click.option("-pyexec", "--pyExecutable", "python_executable", metavar="PYTHON", default=None,
               help="The Python interpreter the workers run (python.executable).")
+@click.option("--local-driver", is_flag=True,
+              help="Run the program's driver here, joined to the cluster, instead of "
+                   "submitting it through Ray's Job Submission.")
 @address_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT] [ARGS]...")
 def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
         allow_non_restored_state: bool, conf_file: Optional[str], properties: Tuple[str, ...],
         python_file: Optional[str], python_module: Optional[str], python_files: Optional[str],
         python_requirements: Optional[str], python_archives: Optional[str],
-        python_executable: Optional[str], address: Optional[str],
+        python_executable: Optional[str], local_driver: bool, address: Optional[str],
         args: Tuple[str, ...]) -> None:
     """Run the program SCRIPT (a Python file; or -py FILE, or -pym MODULE) with ARGS.
+
+    On a Ray cluster with a dashboard (--address, RAY_ADDRESS, or the one `ray start`
+    started here) the program goes through Ray's Job Submission: its folder is uploaded,
+    its driver runs on the cluster (a job in the dashboard's Jobs tab) and this command
+    shows its output (later: flowray logs). With no cluster it runs here on an embedded
+    local Ray.
 
     Attached (the default), the command ends with the job; detached (-d), once the job
     runs, printing its id.
@@ -299,6 +312,9 @@ def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
                                python_requirements=python_requirements,
                                python_archives=python_archives,
                                python_executable=python_executable)
+    target = None if local_driver else _submission_target(address)
+    if target is not None:
+        sys.exit(_run_submitted(target, program, settings, detached))
     env = dict(os.environ)
     env[CLIENT_CONFIG_ENV] = json.dumps(settings)
     if settings.get("python.files"):
@@ -310,6 +326,72 @@ def run(detached: bool, parallelism: Optional[int], savepoint: Optional[str],
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+def _submission_target(address: Optional[str]) -> Any:
+    """The cluster to submit to with Ray's Job Submission, or ``None`` (run here)."""
+    from flowray.runtime.execution.cluster import NoRayClusterError
+    from flowray.runtime.execution.job_submission import find_submission_target
+
+    try:
+        target = find_submission_target(address)
+    except NoRayClusterError as e:
+        raise CliError(e) from None
+    if target is None and (address or os.environ.get("RAY_ADDRESS")):
+        click.echo("flowray run: the Ray cluster has no dashboard, which Ray's Job Submission "
+                   "needs: the program's driver runs here", err=True)
+    return target
+
+
+def _run_submitted(target: Any, program: List[str], settings: Dict[str, str],
+                   detached: bool) -> int:
+    """Submit the program, show its output; the exit code (0: it succeeded, or a
+    detached job runs)."""
+    from flowray.cli.submission_plan import (ProgramOutput, new_submission_id,
+                                             plan_submission, submitted_job_id)
+    from flowray.runtime.execution.job_submission import (JobSubmissionError, follow_logs,
+                                                          job_status, submit_program)
+
+    python = settings.get("python.client.executable") or "python"
+    try:
+        plan = plan_submission(program, settings, python, new_submission_id(), os.getcwd(),
+                               target.gcs_address)
+    except ValueError as e:
+        raise CliError(e) from None
+    sid = plan.submission_id
+    output = ProgramOutput(click.echo, lambda line: click.echo(line, err=True))
+    started = False
+
+    def on_text(text: str) -> bool:
+        output.feed(text)
+        return detached and submitted_job_id("".join(output.text)) is not None
+
+    try:
+        submit_program(target, sid, plan.entrypoint, plan.working_dir,
+                       {"PYTHONUNBUFFERED": "1"}, {"flowray.program": program[0]})
+        started = True
+        click.echo(f"Submitted the program as Ray job {sid} (Ray's Job Submission at "
+                   f"{target.dashboard_url}); its output follows, and `flowray logs {sid}` "
+                   "shows it later.")
+        follow_logs(target, sid, on_text)
+        output.flush()
+        if detached and submitted_job_id("".join(output.text)):
+            return 0
+        status, message = job_status(target, sid)
+    except JobSubmissionError as e:
+        raise CliError(e) from None
+    except KeyboardInterrupt:
+        if started:
+            click.echo(f"flowray run: the program runs on in the cluster as Ray job {sid}: "
+                       f"`flowray logs {sid} --follow` shows its output, "
+                       f"`ray job stop {sid}` stops it", err=True)
+        return 130
+    if status == "SUCCEEDED":
+        return 0
+    if not output.errors:
+        click.echo(f"flowray: error: Ray job {sid} {status}: {message.strip()}"
+                   .splitlines()[0], err=True)
+    return 1
 
 
 output_option = click.option(
@@ -563,6 +645,46 @@ def stop(job: str, directory: Optional[str], drain: bool, timeout: Optional[floa
     click.echo(f"Savepoint completed. Path: {path}")
     status = client.get_job_status().value
     click.echo(f"Job {found['job_id']} ended {status}.")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option("-f", "--follow", is_flag=True, help="Keep showing the output until the job ends.")
+@address_option
+def logs(job: str, follow: bool, address: Optional[str]) -> None:
+    """Show the output of a program that `flowray run` submitted through Ray's Job
+    Submission (JOB: the flowray job, or the Ray job id `flowray run` printed)."""
+    from flowray.runtime.execution.cluster import NoRayClusterError
+    from flowray.runtime.execution.job_submission import (JobSubmissionError,
+                                                          find_submission_target,
+                                                          follow_logs, job_logs, job_status)
+
+    try:
+        target = find_submission_target(address)
+    except NoRayClusterError as e:
+        raise CliError(e) from None
+    if target is None:
+        raise CliError("no Ray cluster with a dashboard here (give --address or RAY_ADDRESS): "
+                       "Ray's Job Submission keeps the programs' output there")
+    sid = job
+    try:
+        job_status(target, job)
+    except Exception:  # noqa: BLE001 - not a Ray job id: a flowray job's
+        found, _ = _find(job, address)
+        sid = found.get("submission_id")
+        if not sid:
+            raise CliError(
+                f"job {found['job_id']} ({found.get('name')}) was not submitted through "
+                "Ray's Job Submission: its driver ran where `flowray run` ran "
+                "(--local-driver, or a cluster without a dashboard) and printed there; its "
+                "tasks' output is in the Ray workers' logs") from None
+    try:
+        if follow:
+            follow_logs(target, sid, lambda text: bool(click.echo(text, nl=False)))
+        else:
+            click.echo(job_logs(target, sid), nl=False)
+    except JobSubmissionError as e:
+        raise CliError(e) from None
 
 
 @main.command(context_settings=CONTEXT)

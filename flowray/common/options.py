@@ -58,6 +58,7 @@ __all__ = [
     "HEARTBEAT_TIMEOUT",
     "LOCAL_PATHS_SHARED",
     "EXECUTION_TARGET",
+    "SUBMISSION_ID",
     "ATTACHED",
     "JOB_STORE_EXPIRATION",
     "PROGRESS_INTERVAL",
@@ -802,6 +803,14 @@ KAFKA_CONNECT_TIMEOUT = register_option(
     "reach (at start, and when the connection is lost while the job runs) before it fails "
     "its task with an error naming the bootstrap servers.",
     check=_positive,
+)
+
+SUBMISSION_ID = register_option(
+    "flowray.submission-id",
+    parse_str,
+    None,
+    "Set by `flowray run` when Ray's Job Submission runs the program: the Ray job whose "
+    "output `flowray logs JOB` shows.",
 )
 
 TASK_STDOUT_TO_CLIENT = register_option(

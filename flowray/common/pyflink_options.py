@@ -17,6 +17,7 @@ from typing import Any, Dict, List
 from flowray.common.configuration import parse_bool, parse_str, register_option
 
 __all__ = ["PYTHON_FILES", "PYTHON_ARCHIVES", "PYTHON_REQUIREMENTS", "PYTHON_EXECUTABLE",
+           "PYTHON_CLIENT_EXECUTABLE",
            "OPERATOR_CHAINING", "GLOBAL_JOB_PARAMETERS", "OBJECT_REUSE",
            "parse_path_list", "parse_job_parameters"]
 
@@ -58,6 +59,10 @@ PYTHON_REQUIREMENTS = register_option(
 PYTHON_EXECUTABLE = register_option(
     "python.executable", parse_str, None,
     "The Python interpreter the workers run (Ray runtime_env py_executable).")
+PYTHON_CLIENT_EXECUTABLE = register_option(
+    "python.client.executable", parse_str, "python",
+    "The Python interpreter that runs the program's driver on the cluster when `flowray run` "
+    "submits it through Ray's Job Submission (Flink's key of the same name).")
 OPERATOR_CHAINING = register_option(
     "pipeline.operator-chaining.enabled", parse_bool, True,
     "Chain forward-connected operators of equal parallelism into one task.")

@@ -38,6 +38,7 @@ from flowray.common.options import (
     REST_TOKEN,
     SAVEPOINTS_DIR,
     STANDBY_TASKS,
+    SUBMISSION_ID,
 )
 from flowray.common.configuration import Configuration
 from flowray.metrics.groups import MetricRegistry
@@ -673,7 +674,7 @@ class JobMaster(TaskDeployer):
         """Where the job's data plane listens: ``{"tasks": {task key: address}, "driver":
         {endpoint id: address}}`` (an address: node id, unix socket path, TCP host and
         port). What a firewall must let through between nodes; every listener
-        authenticates its peers (docs/network.md)."""
+        authenticates its peers (docs/internals/network.md)."""
         with self._lock:
             return {"tasks": dict(self.task_addresses), "driver": dict(self.driver_addresses)}
 
@@ -716,6 +717,8 @@ class JobMaster(TaskDeployer):
                 "job_master_restarts": sched.job_master_restarts,
                 "latest_checkpoint": latest(False), "latest_savepoint": latest(True),
                 "savepoints_dir": Configuration(self.job.config).get(SAVEPOINTS_DIR),
+                # the Ray job (Job Submission) whose driver runs the program: `flowray logs`
+                "submission_id": Configuration(self.job.config).get(SUBMISSION_ID),
                 "failure": failure, "web_url": self.web_url(), "rest_token": self.rest_token(),
                 "restart_events": list(sched.restart_events)}
 

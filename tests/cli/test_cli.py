@@ -127,6 +127,10 @@ def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tm
         assert json.loads(resp.read())["jobs"][0]["state"] == "RUNNING"
     assert re.search(r"^\s+Source: numbers.*\s1\s+128$", info, re.MULTILINE), info
 
+    # the program ran as a Ray job (Ray's Job Submission): its output stays there
+    sid = re.search(r"as Ray job (flowray-\w+)", p.stdout).group(1)
+    assert f"Job has been submitted with JobID {first}" in shell(f"flowray logs {first}").stdout
+
     # a savepoint; the job runs on
     p = shell(f"flowray savepoint {first} {shlex.quote(str(tmp_path / 'savepoints'))}")
     taken = _savepoint_path(p)
@@ -217,3 +221,49 @@ def test_a_detached_jobs_master_restarts_and_runs_on_with_no_driver(tmp_path, sh
     committed = Counter(sink.committed())
     assert max(committed.values()) == 1, "a record was committed twice"
     assert sorted(committed) == [("n", x) for x in range(2 * PART)]
+
+
+SUBMITTED = """
+import os
+import sys
+
+import helper   # next to this file: the uploaded folder is the driver's working folder
+from flowray import StreamExecutionEnvironment
+
+print(helper.GREETING, "| under Ray's job supervisor:", "RAY_JOB_CONFIG_JSON_ENV_VAR" in
+      os.environ, "| in a copy of the folder:", os.path.dirname(os.path.abspath(__file__)) !=
+      sys.argv[1])
+env = StreamExecutionEnvironment.get_execution_environment()
+tag = sys.argv[2]
+env.from_collection([1, 2, 3]).map(lambda x: f"{tag}:{x * 7}").print()
+env.execute("submitted")
+if sys.argv[2] == "fail":
+    raise SystemExit("the program failed after its job")
+"""
+
+
+def test_run_goes_through_ray_job_submission_and_logs_show_the_output(tmp_path, shell):
+    from ray.job_submission import JobSubmissionClient
+
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "helper.py").write_text("GREETING = 'hello from the uploaded folder'\n")
+    (folder / "job.py").write_text(SUBMITTED)
+    p = shell(f"flowray run {shlex.quote(str(folder / 'job.py'))} {shlex.quote(str(folder))} ok")
+    sid = re.search(r"as Ray job (flowray-\w+) \(Ray's Job Submission at (\S+)\)", p.stdout)
+    assert sid, p.stdout
+    assert ("hello from the uploaded folder | under Ray's job supervisor: True | in a copy "
+            "of the folder: True") in p.stdout, p.stdout
+    assert sorted(ln for ln in p.stdout.splitlines() if ln.startswith("ok:")) == \
+        ["ok:14", "ok:21", "ok:7"], p.stdout   # what the tasks printed reached the output
+    assert "Running entrypoint" not in p.stdout and p.stderr == "", p.stderr
+    # the program is a job on Ray's Jobs page, and its output stays there
+    info = JobSubmissionClient(sid.group(2)).get_job_info(sid.group(1))
+    assert info.status == "SUCCEEDED" and "flowray.cli.program job.py" in info.entrypoint
+    logs = shell(f"flowray logs {sid.group(1)}").stdout
+    assert "hello from the uploaded folder" in logs and "ok:21" in logs
+    # a program that fails: the command fails too, with the program's last words
+    p = shell(f"flowray run {shlex.quote(str(folder / 'job.py'))} {shlex.quote(str(folder))} "
+              "fail", ok=False)
+    assert p.returncode == 1 and "fail:21" in p.stdout
+    assert "the program failed after its job" in p.stdout + p.stderr

@@ -76,6 +76,7 @@ def calls(monkeypatch):
         seen.append((cmd, env))
         return 7
     monkeypatch.setattr(cli.subprocess, "call", fake_call)
+    monkeypatch.setattr(cli, "_submission_target", lambda address: None)  # no cluster
     return seen
 
 
@@ -196,6 +197,31 @@ def test_the_program_runner_runs_a_module(runner_env, capsys, monkeypatch):
     monkeypatch.chdir(runner_env)
     assert program.main(["-m", "mypkg.job", "x", "--y"]) == 0
     assert capsys.readouterr().out == "module __main__ ['x', '--y']\n"
+
+
+def test_a_submission_uploads_the_programs_folder_and_ships_only_whats_inside(tmp_path):
+    from flowray.cli.submission_plan import plan_submission
+
+    (tmp_path / "lib").mkdir()
+    plan = plan_submission(
+        [str(tmp_path / "job.py"), "a b"],
+        {"python.files": f"{tmp_path / 'lib'},s3://bucket/x.zip",
+         "python.requirements": f"{tmp_path / 'req.txt'}#{tmp_path / 'cache'}",
+         "ray.address": "h:6379"}, "/opt/py/bin/python", "flowray-x", "/elsewhere")
+    assert plan.working_dir == str(tmp_path)
+    assert plan.settings == {"python.files": "lib,s3://bucket/x.zip",
+                             "python.requirements": "req.txt#cache",
+                             "flowray.submission-id": "flowray-x"}
+    assert plan.entrypoint.endswith(
+        " /opt/py/bin/python -m flowray.cli.program job.py 'a b'")
+    module = plan_submission(["-m", "pkg.job", "x"], {}, "python", "flowray-y", str(tmp_path))
+    assert module.working_dir == str(tmp_path)
+    assert module.entrypoint.endswith(" python -m flowray.cli.program -m pkg.job x")
+    with pytest.raises(ValueError, match=r"-pyfs /opt/lib is outside the program's folder "
+                                         r".*move it into that folder, or run with "
+                                         r"--local-driver"):
+        plan_submission([str(tmp_path / "job.py")], {"python.files": "/opt/lib"}, "python",
+                        "flowray-z", "/")
 
 
 # -- commands against a cluster (replaced by job infos) ------------------------------------
