@@ -2,5 +2,5 @@
 
 Internal: nothing here is public API and names may move between releases. Programs use
 ``flowray``, ``flowray.common``, ``flowray.datastream`` (and its connectors),
-``flowray.spark`` and ``flowray.testing``; see docs/architecture.md for the map.
+``flowray.spark`` and ``flowray.testing``; see docs/internals/architecture.md for the map.
 """

@@ -1,6 +1,6 @@
 """The RocksDB keyed-state backend (rocksdict): state on local disk, not on the Python heap.
 
-Layout (docs/design.md, "Key groups and state"): one column family per state name (``"state/<name>"``); a
+Layout (docs/internals/design.md, "Key groups and state"): one column family per state name (``"state/<name>"``); a
 RocksDB key is the key group as 2 big-endian bytes followed by the key's stable byte
 encoding (:func:`encode_key`), so the keys of one key group -- and of any key-group range --
 are a contiguous key range (iteration by key group and rescaling are range scans). Values
@@ -28,7 +28,7 @@ its files as they are, returns an
 
 - A full checkpoint (the default) uploads every file as a private file of the checkpoint,
   ``<path>.private/<name>``: self-contained, referenced by no other checkpoint.
-- With ``incremental=True`` (Flink's incremental RocksDB checkpoints, docs/design.md) each
+- With ``incremental=True`` (Flink's incremental RocksDB checkpoints, docs/internals/design.md) each
   ``.sst`` file that the last *confirmed* checkpoint did not upload goes to a unique path
   ``<job root>/shared/<vertex>-<i>-<sst>-<uuid8>`` and the others are only referenced;
   every other file (``MANIFEST-*``, ``CURRENT``, ``OPTIONS-*``, ...) is private and uploaded
