@@ -1,8 +1,12 @@
 """Kafka in, exactly once, Kafka out: page views counted per page.
 
-Start a broker first (``make kafka`` keeps one on 127.0.0.1:9092), then::
+Start a broker first (``make kafka`` keeps one on 127.0.0.1:9092 until Ctrl-C; it needs
+Java 17 and Maven), then, from the repository root in another shell::
 
     .venv/bin/python examples/kafka_pipeline.py [--bootstrap 127.0.0.1:9092] [--views 20000]
+
+It needs the Kafka extra, ``pip install 'flowray[kafka]'`` (the repository's ``.venv``,
+which ``make`` installs with ``.[test]``, has it).
 
 The example creates two topics, writes page views as JSON into the first, and runs a job
 that reads them (bounded: up to the offsets at its start), counts views per page in keyed

@@ -1,7 +1,11 @@
 """Word count, a keyed running sum, and an exactly-once file sink that survives a failure,
-on an embedded local Ray: the main example.
+on an embedded local Ray.
 
-Run: ``make run`` (or ``python examples/word_count.py``).
+Run from the repository root::
+
+    .venv/bin/python examples/word_count.py
+
+(``make run`` runs another example, ``examples/spark_pipeline.py``.)
 """
 
 import os
