@@ -17,7 +17,8 @@ from typing import Optional
 from flowray.common.options import RAY_ADDRESS
 from flowray.common.configuration import Configuration
 
-__all__ = ["ensure_ray", "connect_cluster", "NoRayClusterError", "NAMESPACE"]
+__all__ = ["ensure_ray", "connect_cluster", "NoRayClusterError", "NAMESPACE", "auth_help",
+           "check_reachable", "use_token_if_present"]
 
 NAMESPACE = "flowray"
 
@@ -47,6 +48,18 @@ def _quiet() -> dict:
                 namespace=NAMESPACE)
 
 
+def use_token_if_present() -> None:
+    """As Ray's own CLI does: with ``RAY_AUTH_MODE`` unset and a token at hand
+    (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), send it to the
+    cluster (a cluster of ``ray start`` has token authentication on by default)."""
+    from ray._private.authentication.authentication_token_setup import (
+        maybe_enable_token_auth_if_token_available,
+    )
+
+    _quiet()   # its notice that token authentication is on is not for users
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def ensure_ray(config: Configuration, cluster_required: bool = False) -> None:
     """Join Ray as configured unless this process already did; with no address configured
     start an embedded local Ray, or (``cluster_required``) join the local cluster."""
@@ -74,13 +87,28 @@ def connect_cluster(address: Optional[str] = None) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
     _check_reachable(address)
+    use_token_if_present()
     try:
         ray.init(address=address, **_quiet())
     except ConnectionError as e:
+        if "unauthenticated" in str(e).lower() or "auth" in type(e).__name__.lower():
+            raise NoRayClusterError(auth_help(address)) from None
         where = "on this machine" if address == "auto" else f"at {address}"
         raise NoRayClusterError(
             f"no running Ray cluster {where}: start one with `ray start --head` (then "
             f"use --address/RAY_ADDRESS if it is elsewhere) [{_first_line(e)}]") from None
+
+
+def auth_help(address: str) -> str:
+    """What to say when the cluster at ``address`` refused us: its token is missing."""
+    return (f"authentication failed at the Ray cluster {address}: it uses token "
+            "authentication; set RAY_AUTH_TOKEN to its token (or RAY_AUTH_TOKEN_PATH to a "
+            "file holding it; the head node keeps it in ~/.ray/auth_token)")
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once when nothing listens at ``host:port`` (see :func:`_check_reachable`)."""
+    _check_reachable(address, timeout_s)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -1,7 +1,10 @@
-"""Finding jobs on a Ray cluster: every job master is a named actor ``<job name>/jobmaster``
-in the Ray namespace ``flowray``; :func:`list_jobs` asks each for its info and
-:func:`find_job` picks the one a user names (see :mod:`flowray.runtime.execution.jobs`).
-Apart from re-attaching clients, so the job master itself can list its cluster's jobs."""
+"""Finding jobs on a Ray cluster: every job master is a named actor
+``<name>@<job id prefix>/jobmaster`` in the Ray namespace ``flowray``, where ``<name>`` is
+the job's name, or ``<job name>#2``... while a job of that name still runs (an ended job's
+name is free at once, though its master stays for ``jobstore.expiration-time``);
+:func:`list_jobs` asks each master for its info and :func:`find_job` picks the one a user
+names (see :mod:`flowray.runtime.execution.jobs`). Apart from re-attaching clients, so the
+job master itself can list its cluster's jobs."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import ray
 
 from flowray.runtime.execution.cluster import NAMESPACE, connect_cluster
 
-__all__ = ["JobNotFoundError", "list_jobs", "find_job", "MASTER_SUFFIX"]
+__all__ = ["JobNotFoundError", "list_jobs", "find_job", "MASTER_SUFFIX", "display_name_of",
+           "display_name_for", "live_display_names", "actor_prefix"]
 
 MASTER_SUFFIX = "/jobmaster"
 MIN_ID_PREFIX = 4
@@ -20,6 +24,68 @@ INFO_TIMEOUT_S = 30.0
 
 class JobNotFoundError(LookupError):
     """No job (or more than one) answers to the id or name given."""
+
+
+ENDED = ("FINISHED", "FAILED", "CANCELED")
+
+
+def actor_prefix(display_name: str, job_id: str) -> str:
+    """The prefix of every actor name of a job: its master's, its tasks' (unique per job).
+
+    >>> actor_prefix("wc#2", "4f2a9c0d1e2f33")
+    'wc#2@4f2a9c0d'
+    """
+    return f"{display_name}@{job_id[:8]}"
+
+
+def display_name_of(actor_name: str) -> str:
+    """The job name shown for a master's actor name.
+
+    >>> display_name_of("wc#2@4f2a9c0d/jobmaster"), display_name_of("a@b@4f2a9c0d/jobmaster")
+    ('wc#2', 'a@b')
+    """
+    prefix = actor_name[:-len(MASTER_SUFFIX)] if actor_name.endswith(MASTER_SUFFIX) \
+        else actor_name
+    return prefix.rsplit("@", 1)[0] if "@" in prefix else prefix
+
+
+def display_name_for(job_name: str, live: "set[str]") -> str:
+    """``job_name``, or ``job_name#2``... the first not shown for a job still running.
+
+    >>> [display_name_for("wc", live) for live in (set(), {"wc"}, {"wc", "wc#2"})]
+    ['wc', 'wc#2', 'wc#3']
+    """
+    name, n = job_name, 1
+    while name in live:
+        n += 1
+        name = f"{job_name}#{n}"
+    return name
+
+
+def live_display_names(job_name: str, timeout_s: float = 10.0) -> "set[str]":
+    """The names shown for the jobs called ``job_name`` (or ``job_name#n``) that have not
+    ended; a master that does not answer in time counts as running."""
+    candidates = [(n, display_name_of(n)) for n in _masters()]
+    candidates = [(n, d) for n, d in candidates
+                  if d == job_name or d.startswith(job_name + "#")]
+    refs = []
+    for name, display in candidates:
+        try:
+            refs.append((display, ray.get_actor(name, namespace=NAMESPACE).status.remote()))
+        except ValueError:
+            continue   # ended meanwhile
+    live = set()
+    for display, ref in refs:
+        try:
+            status = ray.get(ref, timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            live.add(display)   # too busy to answer: running
+            continue
+        except Exception:  # noqa: BLE001 - RayActorError: the master is gone, its job over
+            continue
+        if status not in ENDED:
+            live.add(display)
+    return live
 
 
 def _masters() -> List[str]:
@@ -52,8 +118,8 @@ def list_jobs(address: Optional[str] = None) -> List[Dict[str, Any]]:
             except Exception:  # noqa: BLE001 - RayActorError: it ended meanwhile
                 info = None
         if info is None:
-            info = {"job_id": "?", "job_name": name[:-len(MASTER_SUFFIX)],
-                    "name": name[:-len(MASTER_SUFFIX)], "status": "UNKNOWN",
+            info = {"job_id": "?", "job_name": display_name_of(name),
+                    "name": display_name_of(name), "status": "UNKNOWN",
                     "start_ms": None, "vertices": [], "parallelism": 0}
         info["master"] = name
         jobs.append(info)

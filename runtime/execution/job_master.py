@@ -93,11 +93,13 @@ class JobMaster(TaskDeployer):
 
     def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str, detached: bool = False,
-                 submitted_ms: Optional[int] = None) -> None:
+                 submitted_ms: Optional[int] = None,
+                 display_name: Optional[str] = None) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
         self.job = job
-        self.name_prefix = name_prefix
+        self.name_prefix = name_prefix   # of every actor name of this job (unique)
+        self.display_name = display_name or name_prefix   # the name `flowray list` shows
         self.detached = detached
         self.submitted_ms = submitted_ms if submitted_ms is not None else int(time.time() * 1000)
         self.ended_ms: Optional[int] = None
@@ -708,7 +710,7 @@ class JobMaster(TaskDeployer):
                      "max_parallelism": v.max_parallelism}
                     for v in self.job.job_graph.topological_order()]
         return {"job_id": self.job.job_id, "job_name": self.job.job_name,
-                "name": self.name_prefix, "status": status.value,
+                "name": self.display_name, "status": status.value,
                 "node_id": ray.get_runtime_context().get_node_id(),
                 "detached": self.detached, "start_ms": self.submitted_ms,
                 "end_ms": self.ended_ms, "vertices": vertices,

@@ -16,7 +16,12 @@ import os
 import time
 from typing import Callable, Dict, List, Optional
 
-from flowray.runtime.execution.cluster import NoRayClusterError, _check_reachable
+from flowray.runtime.execution.cluster import (
+    NoRayClusterError,
+    auth_help,
+    check_reachable,
+    use_token_if_present,
+)
 
 __all__ = ["SubmissionTarget", "find_submission_target", "JobSubmissionError",
            "submit_program", "follow_logs", "job_logs", "job_status", "stop_job"]
@@ -62,13 +67,6 @@ def _auth_error(e: BaseException) -> bool:
                                    "permission denied"))
 
 
-def auth_help(address: str) -> str:
-    """What to say when the cluster at ``address`` refused our token."""
-    return (f"authentication failed at the Ray cluster {address}: it uses token "
-            "authentication; set RAY_AUTH_TOKEN to its token (or RAY_AUTH_TOKEN_PATH to a "
-            "file holding it; the head node has it in ~/.ray/auth_token)")
-
-
 def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]:
     """The cluster to submit to: ``address`` (a GCS ``host:port``, or the dashboard's
     ``http://host:port``), else ``RAY_ADDRESS``, else the cluster ``ray start`` started on
@@ -81,13 +79,14 @@ def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]
     if gcs is None:
         return None
     try:
-        _check_reachable(gcs)
+        check_reachable(gcs)
     except NoRayClusterError:
         if address or os.environ.get("RAY_ADDRESS"):
             raise
         return None   # a stale record of a local cluster that has stopped
     from ray._raylet import GcsClient
 
+    use_token_if_present()
     try:
         client = GcsClient(address=gcs)
         url = client.internal_kv_get(_DASHBOARD_KV_KEY, _DASHBOARD_KV_NAMESPACE, timeout=10)
@@ -105,6 +104,7 @@ def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]
 def _client(target: SubmissionTarget):  # -> JobSubmissionClient
     from ray.job_submission import JobSubmissionClient
 
+    use_token_if_present()
     # the package upload's and the log stream's notes ("Uploading package gcs://...",
     # "WebSocket closed") are Ray's INFO, set on these loggers themselves
     for name in ("ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk",

@@ -64,6 +64,8 @@ from flowray.runtime.network.socket_transport import (
 )
 
 from flowray.runtime.execution.actor_names import StoredJob, wait_name_free
+from flowray.runtime.execution.job_directory import (MASTER_SUFFIX, actor_prefix,
+                                                     display_name_for, live_display_names)
 from flowray.runtime.execution.job_master import JobMaster
 from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name
 
@@ -190,18 +192,6 @@ class _RayJobHandle(JobHandle):
             listener.close()
 
 
-def _free_name_prefix(job_name: str) -> str:
-    """``job_name``, or ``job_name#2``... while a job of that name is still running."""
-    prefix, n = job_name, 1
-    while True:
-        try:
-            ray.get_actor(f"{prefix}/jobmaster", namespace=NAMESPACE)
-        except ValueError:
-            return prefix
-        n += 1
-        prefix = f"{job_name}#{n}"
-
-
 class _SocketDriverConnections(DriverConnections):
     def __init__(self, listener: SocketListener, allowed: set) -> None:
         self.listener = listener
@@ -252,8 +242,9 @@ class RayExecutor(JobExecutor):
             driver_addresses[eid] = listener.address()
             endpoints.append(DriverEndpoint(eid, mode, chans,
                                             _SocketDriverConnections(listener, set(chans))))
-        prefix = _free_name_prefix(job.job_name)
-        name = f"{prefix}/jobmaster"
+        display = display_name_for(job.job_name, live_display_names(job.job_name))
+        prefix = actor_prefix(display, job.job_id)
+        name = f"{prefix}{MASTER_SUFFIX}"
         # pickled here: the user's modules are registered for pickling by value with
         # cloudpickle, which Ray's own vendored copy does not know about
         # with checkpoints a dead job master is restarted and resumes from them (its calls,
@@ -273,7 +264,7 @@ class RayExecutor(JobExecutor):
         if runtime_env:  # the task actors the master creates inherit it
             options["runtime_env"] = _upload_runtime_env(runtime_env)
         master = JobMaster.options(**options).remote(
-            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000))
+            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000), display)
         for ep in endpoints:
             ep.start()
         if detached:

@@ -156,6 +156,7 @@ def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tm
     wait_until(lambda: len(sink.committed()) >= 2 * PART, 120, "the second part committed")
     info = shell(f"flowray info {second}").stdout
     assert _field(info, "Status") == "RUNNING", info
+    assert _field(info, "Name") == name, info   # the ended job's name is free at once
     assert re.search(r"^\s+Source: numbers.*\s2\s+128$", info, re.MULTILINE), info
     assert _field(info, "Latest checkpoint").startswith("#"), info
     history = shell(f"flowray checkpoints {second}").stdout
@@ -212,7 +213,8 @@ def test_a_detached_jobs_master_restarts_and_runs_on_with_no_driver(tmp_path, sh
     wait_until(lambda: holds[0] in ledger.fired_markers(), 120, "the job to reach its HOLD()")
     wait_until(lambda: len(sink.committed()) == PART, 120, "the first part committed")
 
-    ray.kill(ray.get_actor(f"{name}/jobmaster", namespace="flowray"), no_restart=False)
+    from flowray.runtime.execution.jobs import attach
+    ray.kill(attach(job).job_master_actor(), no_restart=False)
     # the restarted master restores the checkpoint taken at the HOLD() and reads on
     wait_until(lambda: holds[1] in ledger.fired_markers(), 120, "the second HOLD()")
     wait_until(lambda: len(sink.committed()) >= 2 * PART, 120, "the second part committed")

@@ -124,7 +124,7 @@ def test_unpicklable_function_fails_before_deployment(env):
     with pytest.raises(FunctionSerializationError, match="Locked Map"):
         env.execute("never deployed")
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True)
-                if a["name"].startswith("never deployed/")]
+                if a["name"].startswith("never deployed@")]
 
 
 def test_actors_are_named_in_flowray_namespace(env):
@@ -136,9 +136,11 @@ def test_actors_are_named_in_flowray_namespace(env):
         next(it)  # the job runs; the unconsumed collect channel holds it back
         names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                  if a["namespace"] == "flowray"}
-        assert "named job/jobmaster" in names
-        assert "named job/Source: numbers -> Map/0" in names
-        assert "named job/Source: numbers -> Map/1" in names
+        # every actor of the job is named under "<job name>@<job id prefix>/"
+        prefix = f"named job@{it._client.get_job_id()[:8]}"
+        assert f"{prefix}/jobmaster" in names
+        assert f"{prefix}/Source: numbers -> Map/0" in names
+        assert f"{prefix}/Source: numbers -> Map/1" in names
     finally:
         it.close()
     assert it._client.get_job_status().value == "CANCELED"
