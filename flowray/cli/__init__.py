@@ -101,10 +101,12 @@ def _existing_paths(value: str, option: str) -> str:
         if not item:
             continue
         path, sep, suffix = item.partition("#")
-        if "://" not in path:
-            if not os.path.exists(path):
-                raise CliError(f"{option}: not found: {path}")
-            path = os.path.abspath(path)
+        if "://" in path:
+            raise CliError(f"{option} takes local paths, got {path}: flowray ships the "
+                           "files from here")
+        if not os.path.exists(path):
+            raise CliError(f"{option}: not found: {path}")
+        path = os.path.abspath(path)
         out.append(path + sep + suffix)
     return ",".join(out)
 
@@ -367,8 +369,11 @@ def _run_submitted(target: Any, program: List[str], settings: Dict[str, str],
         return detached and submitted_job_id("".join(output.text)) is not None
 
     try:
-        submit_program(target, sid, plan.entrypoint, plan.working_dir,
-                       {"PYTHONUNBUFFERED": "1"}, {"flowray.program": program[0]})
+        env_vars = {"PYTHONUNBUFFERED": "1"}
+        if os.environ.get("FLOWRAY_TRACEBACK"):   # full tracebacks of flowray's errors
+            env_vars["FLOWRAY_TRACEBACK"] = os.environ["FLOWRAY_TRACEBACK"]
+        submit_program(target, sid, plan.entrypoint, plan.working_dir, env_vars,
+                       {"flowray.program": program[0]})
         started = True
         click.echo(f"Submitted the program as Ray job {sid} (Ray's Job Submission at "
                    f"{target.dashboard_url}); its output follows, and `flowray logs {sid}` "
@@ -669,7 +674,9 @@ def logs(job: str, follow: bool, address: Optional[str]) -> None:
     sid = job
     try:
         job_status(target, job)
-    except Exception:  # noqa: BLE001 - not a Ray job id: a flowray job's
+    except JobSubmissionError as e:
+        raise CliError(e) from None
+    except RuntimeError:   # Ray's "job ... does not exist": a flowray job's name or id
         found, _ = _find(job, address)
         sid = found.get("submission_id")
         if not sid:

@@ -93,6 +93,11 @@ def plan_submission(program: List[str], settings: Dict[str, str], python: str,
         out[key] = value
     out["flowray.submission-id"] = submission_id
     cluster = [f"RAY_ADDRESS={shlex.quote(gcs_address)}"] if gcs_address else []
+    paths = [os.path.dirname(p) if p.endswith(".py") else p
+             for p in out.get("python.files", "").split(",") if p and "://" not in p]
+    if paths:   # on the driver's sys.path too, as `flowray run` does locally
+        cluster.append(f"PYTHONPATH={shlex.quote(os.pathsep.join(p or '.' for p in paths))}"
+                       "${PYTHONPATH:+:$PYTHONPATH}")
     entrypoint = " ".join([*cluster, f"FLOWRAY_CLIENT_CONFIG={shlex.quote(json.dumps(out))}",
                            shlex.quote(python), "-m", "flowray.cli.program",
                            *(shlex.quote(a) for a in command)])

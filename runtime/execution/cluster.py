@@ -51,7 +51,7 @@ def _quiet() -> dict:
 def use_token_if_present() -> None:
     """As Ray's own CLI does: with ``RAY_AUTH_MODE`` unset and a token at hand
     (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), send it to the
-    cluster (a cluster of ``ray start`` has token authentication on by default)."""
+    cluster (one whose head has token authentication on refuses clients without it)."""
     from ray._private.authentication.authentication_token_setup import (
         maybe_enable_token_auth_if_token_available,
     )
@@ -86,6 +86,11 @@ def connect_cluster(address: Optional[str] = None) -> None:
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    if address.startswith(("http://", "https://")):
+        raise NoRayClusterError(
+            f"{address} is a dashboard's URL, which only `flowray run` and `flowray logs` "
+            "take: give the cluster's address instead (HEAD:6379, as `ray start --head` "
+            "printed it)")
     _check_reachable(address)
     use_token_if_present()
     try:
@@ -103,7 +108,7 @@ def auth_help(address: str) -> str:
     """What to say when the cluster at ``address`` refused us: its token is missing."""
     return (f"authentication failed at the Ray cluster {address}: it uses token "
             "authentication; set RAY_AUTH_TOKEN to its token (or RAY_AUTH_TOKEN_PATH to a "
-            "file holding it; the head node keeps it in ~/.ray/auth_token)")
+            "file holding it; `ray get-auth-token` on the head node prints it)")
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:

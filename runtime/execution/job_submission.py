@@ -116,8 +116,13 @@ def _client(target: SubmissionTarget):  # -> JobSubmissionClient
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, auth...
         if _auth_error(e):
             raise JobSubmissionError(auth_help(target.dashboard_url)) from None
+        hint = ""
+        if "://127." in target.dashboard_url or "://localhost" in target.dashboard_url:
+            hint = (" (the cluster's dashboard listens on loopback, so only on its head node: "
+                    "start the head with `ray start --head --dashboard-host=0.0.0.0`, or run "
+                    "with --local-driver)")
         raise JobSubmissionError(f"Ray's Job Submission at {target.dashboard_url} did not "
-                                 f"answer: {_first_line(e)}") from None
+                                 f"answer: {_first_line(e)}{hint}") from None
 
 
 def _first_line(e: BaseException) -> str:

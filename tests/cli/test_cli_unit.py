@@ -175,6 +175,7 @@ def test_run_takes_flinks_python_options(tmp_path, calls):
 
 @pytest.mark.parametrize("args, message", [
     (["-pyfs", "/no/such/lib.py", "x.py"], "-pyfs: not found: /no/such/lib.py"),
+    (["-pyfs", "s3://bucket/lib.zip", "x.py"], "-pyfs takes local paths, got s3://"),
     (["-py", "a.py", "-pym", "m"], "-py FILE or -pym MODULE, not both"),
     ([], "no program: give SCRIPT, -py FILE or -pym MODULE"),
     (["--conf", "/no/such/config.yaml", "x.py"],
@@ -214,6 +215,8 @@ def test_a_submission_uploads_the_programs_folder_and_ships_only_whats_inside(tm
                              "flowray.submission-id": "flowray-x"}
     assert plan.entrypoint.endswith(
         " /opt/py/bin/python -m flowray.cli.program job.py 'a b'")
+    # -pyfs is on the driver's sys.path, as it is when the driver runs here
+    assert plan.entrypoint.startswith("PYTHONPATH=lib${PYTHONPATH:+:$PYTHONPATH} ")
     module = plan_submission(["-m", "pkg.job", "x"], {}, "python", "flowray-y", str(tmp_path))
     assert module.working_dir == str(tmp_path)
     assert module.entrypoint.endswith(" python -m flowray.cli.program -m pkg.job x")
