@@ -193,19 +193,37 @@ def _connect(address: Optional[str]) -> None:
 
 
 def _jobs(address: Optional[str]) -> List[Dict[str, Any]]:
-    from flowray.runtime.execution.jobs import list_jobs
+    """The job records the job masters keep in the cluster's GCS, read without joining the
+    cluster as a Ray driver: `list`, `info`, `checkpoints`, `ui` and `logs` do not appear
+    as jobs on Ray's Jobs page."""
+    from flowray.runtime.execution.cluster import NoRayClusterError
+    from flowray.runtime.execution.job_store import read_job_records
 
-    _connect(address)
-    return list_jobs(address)
-
-
-def _find(job: str, address: Optional[str]) -> Tuple[Dict[str, Any], Any]:
-    """The job's info and a client re-attached to it."""
-    from flowray.runtime.execution.jobs import JobNotFoundError, attach, find_job
-
-    jobs = _jobs(address)
     try:
-        info = find_job(job, jobs)
+        return read_job_records(address)
+    except NoRayClusterError as e:
+        raise CliError(e) from None
+
+
+def _record(job: str, address: Optional[str]) -> Dict[str, Any]:
+    """The record of the job ``job`` names (an id, an id prefix or a name)."""
+    from flowray.runtime.execution.job_directory import JobNotFoundError, find_job
+
+    try:
+        return find_job(job, _jobs(address))
+    except JobNotFoundError as e:
+        raise CliError(e) from None
+
+
+def _find(job: str, address: Optional[str], what: str) -> Tuple[Dict[str, Any], Any]:
+    """The job's record and a client re-attached to it (this process joins the cluster:
+    for the commands that act on a job); an error if the job ended, naming ``what``."""
+    from flowray.runtime.execution.jobs import JobNotFoundError, attach
+
+    info = _record(job, address)
+    _running(info, what)
+    _connect(address)
+    try:
         client = attach(info["job_id"], address)
     except JobNotFoundError as e:
         raise CliError(e) from None
@@ -447,9 +465,9 @@ def info(job: str, output: str, address: Optional[str]) -> None:
     """Show a job on the cluster: status, tasks and their parallelism, latest checkpoint and
     savepoint, restarts. (Flink's `flink info` shows a program's plan instead: call
     env.get_execution_plan() in the program for that.)"""
-    found, _ = _find(job, address)
+    found = _record(job, address)
     if output == "json":
-        _echo_json(found)
+        _echo_json({k: v for k, v in found.items() if k != "checkpoint_stats"})
         return
     click.echo(format_job_info(found))
 
@@ -463,7 +481,7 @@ def ui(job: str, no_browser: bool, address: Optional[str]) -> None:
     machine has one."""
     import webbrowser
 
-    found, _ = _find(job, address)
+    found = _record(job, address)
     url = found.get("web_url")
     if not url:
         why = ("it has ended" if found.get("status") in ENDED
@@ -547,8 +565,8 @@ def checkpoints(job: str, limit: int, output: str, address: Optional[str]) -> No
     """Show a job's checkpoint history."""
     from flowray.runtime.checkpoint.stats import format_checkpoint_table
 
-    found, client = _find(job, address)
-    stats = client.get_checkpoint_stats()
+    found = _record(job, address)
+    stats = found.get("checkpoint_stats") or {}
     history = stats.get("history") or []
     if output == "json":
         _echo_json(dict(stats, history=history[-limit:]))
@@ -570,8 +588,7 @@ def checkpoint(job: str, timeout: Optional[float], address: Optional[str]) -> No
     path once it completes."""
     from flowray.runtime.execution.client import SavepointError
 
-    found, client = _find(job, address)
-    _running(found, "trigger a checkpoint")
+    found, client = _find(job, address, "trigger a checkpoint")
     click.echo(f"Triggering checkpoint for job {found['job_id']} ({found['name']}).")
     try:
         path = client.trigger_checkpoint(timeout_s=timeout)
@@ -601,8 +618,7 @@ def savepoint(job: Optional[str], directory: Optional[str], dispose: Optional[st
         raise CliError("give the JOB to take a savepoint of (or -d PATH to delete one)")
     from flowray.runtime.execution.client import SavepointError
 
-    found, client = _find(job, address)
-    _running(found, "take a savepoint")
+    found, client = _find(job, address, "take a savepoint")
     target = _savepoint_dir(found, directory, "DIR")
     click.echo(f"Triggering savepoint for job {found['job_id']} ({found['name']}).")
     try:
@@ -638,8 +654,7 @@ def stop(job: str, directory: Optional[str], drain: bool, timeout: Optional[floa
     """Stop a job with a final savepoint (sources stop, sinks commit, the job FINISHES)."""
     from flowray.runtime.execution.client import SavepointError
 
-    found, client = _find(job, address)
-    _running(found, "stop it")
+    found, client = _find(job, address, "stop it")
     target = _savepoint_dir(found, directory, "--savepoint-path DIR")
     click.echo(f"Suspending job {found['job_id']} ({found['name']})"
                + (" after draining it." if drain else "."))
@@ -677,7 +692,7 @@ def logs(job: str, follow: bool, address: Optional[str]) -> None:
     except JobSubmissionError as e:
         raise CliError(e) from None
     except RuntimeError:   # Ray's "job ... does not exist": a flowray job's name or id
-        found, _ = _find(job, address)
+        found = _record(job, address)
         sid = found.get("submission_id")
         if not sid:
             raise CliError(
@@ -703,8 +718,7 @@ def cancel(job: str, timeout: float, address: Optional[str]) -> None:
     """Cancel a job (no savepoint; its checkpoints are kept as configured)."""
     from flowray.runtime.execution.client import JobExecutionError
 
-    found, client = _find(job, address)
-    _running(found, "cancel it")
+    found, client = _find(job, address, "cancel it")
     client.cancel()
     try:
         status = client.wait(timeout).outcome.status.value

@@ -23,6 +23,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.common.clock import SystemClock
 from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.runtime.execution.job_directory import MASTER_SUFFIX
+from flowray.runtime.execution.job_store import KV_NAMESPACE, JobRecordPublisher
 from flowray.common.options import ports_of
 from flowray.common.options import (
     DEPLOY_TIMEOUT,
@@ -84,6 +86,18 @@ log = logging.getLogger(__name__)
 CLUSTER_JOBS_MAX_AGE_S = 2.0
 
 
+def _kv_put(key: bytes, value: bytes) -> None:
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    _internal_kv_put(key, value, overwrite=True, namespace=KV_NAMESPACE)
+
+
+def _kv_del(key: bytes) -> None:
+    from ray.experimental.internal_kv import _internal_kv_del
+
+    _internal_kv_del(key, namespace=KV_NAMESPACE)
+
+
 @ray.remote(num_cpus=0, max_concurrency=16)
 class JobMaster(TaskDeployer):
     """Deploys one TaskActor per subtask, wires the channels, runs the checkpoint
@@ -100,6 +114,8 @@ class JobMaster(TaskDeployer):
         self.job = job
         self.name_prefix = name_prefix   # of every actor name of this job (unique)
         self.display_name = display_name or name_prefix   # the name `flowray list` shows
+        # the record `flowray list`/`info`/`checkpoints` read from the GCS (job_store.py)
+        self._record = JobRecordPublisher(job.job_id, _kv_put, _kv_del)
         self.detached = detached
         self.submitted_ms = submitted_ms if submitted_ms is not None else int(time.time() * 1000)
         self.ended_ms: Optional[int] = None
@@ -205,6 +221,9 @@ class JobMaster(TaskDeployer):
         if self._metrics_exporter is not None:
             self._metrics_exporter.close()
         self._archive()   # before the outcome is told: a waiter finds the archive written
+        info, stats = self._record_snapshot()
+        self._record.publish_final(
+            info, stats, int(Configuration(self.job.config).get(JOB_STORE_EXPIRATION) * 1000))
         self._loop_done.set()
         if self.detached:
             self._expire()
@@ -229,6 +248,7 @@ class JobMaster(TaskDeployer):
         time.sleep(Configuration(self.job.config).get(JOB_STORE_EXPIRATION))
         log.info("flowray: job %s (%s) expired from the job store; its master exits",
                  self.job.job_id, self.job.job_name)
+        self._record.delete()
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     def _loop(self) -> JobOutcome:
@@ -297,6 +317,10 @@ class JobMaster(TaskDeployer):
             self._replenish_standbys()
             self._send_heartbeats()
             sched.tick()
+            counts = sched.stats.counts()
+            version = (sched.status, counts.get("completed"), counts.get("failed"),
+                       counts.get("in_progress"), sched.restarts)
+        self._record.maybe_publish(self._record_snapshot, version)
 
     def _on_run_ended(self, ref: Any) -> None:
         attempt, s = self.refs.pop(ref)
@@ -679,6 +703,11 @@ class JobMaster(TaskDeployer):
         authenticates its peers (docs/internals/network.md)."""
         with self._lock:
             return {"tasks": dict(self.task_addresses), "driver": dict(self.driver_addresses)}
+
+    def _record_snapshot(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        info = self.info()
+        info["master"] = f"{self.name_prefix}{MASTER_SUFFIX}"
+        return info, self.checkpoint_stats()
 
     def info(self) -> Dict[str, Any]:
         """What ``flowray info`` / ``flowray list`` show: ids, status, times, the tasks

@@ -129,6 +129,7 @@ def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tm
 
     # the program ran as a Ray job (Ray's Job Submission): its output stays there
     sid = re.search(r"as Ray job (flowray-\w+)", p.stdout).group(1)
+    dashboard = re.search(r"Ray's Job Submission at (\S+)\)", p.stdout).group(1)
     for job in (first, sid):   # by the flowray job, or by the Ray job
         assert f"Job has been submitted with JobID {first}" in \
             shell(f"flowray logs {job}").stdout
@@ -174,6 +175,14 @@ def test_detached_run_savepoint_stop_resume_at_another_parallelism_and_cancel(tm
     committed = Counter(sink.committed())
     assert max(committed.values()) == 1, "a record was committed twice"
     assert sorted(committed) == [("n", x) for x in range(2 * PART)]
+    # the read-only commands (list, info, checkpoints, ui, logs) read the job records in
+    # the GCS without joining the cluster: none of them is a job on Ray's Jobs page
+    from ray.job_submission import JobSubmissionClient
+    entrypoints = [j.entrypoint for j in JobSubmissionClient(dashboard).list_jobs()]
+    for command in ("flowray list", "flowray info", "flowray checkpoints", "flowray ui",
+                    "flowray logs"):
+        assert not [e for e in entrypoints if command in (e or "")], entrypoints
+    assert [e for e in entrypoints if "flowray cancel" in (e or "")]   # an action joins it
     # print() in a detached job prints in the tasks' own stdout (their Ray worker log)
     wait_until(lambda: _worker_logs_contain(f"{name}:{PART + 100}"), 60,
                "the print() lines in the task's log")

@@ -230,7 +230,10 @@ def test_a_submission_uploads_the_programs_folder_and_ships_only_whats_inside(tm
 # -- commands against a cluster (replaced by job infos) ------------------------------------
 @pytest.fixture
 def cluster(monkeypatch):
+    """The job records (what the masters keep in the GCS); joining the cluster does
+    nothing."""
     monkeypatch.setattr(cli, "_jobs", lambda address: [dict(j) for j in JOBS])
+    monkeypatch.setattr(cli, "_connect", lambda address: None)
 
 
 def test_list_shows_running_jobs_and_all_with_a(cluster):
@@ -281,6 +284,7 @@ def test_savepoint_stop_and_cancel_of_an_ended_job_fail_in_one_line(cluster, mon
 def test_stop_without_a_directory_needs_the_jobs_savepoints_dir(monkeypatch):
     jobs = [dict(JOBS[1], savepoints_dir=None)]
     monkeypatch.setattr(cli, "_jobs", lambda address: jobs)
+    monkeypatch.setattr(cli, "_connect", lambda address: None)
     import flowray.runtime.execution.jobs as jobs_module
 
     monkeypatch.setattr(jobs_module, "attach", lambda job, address=None: None)
@@ -306,15 +310,13 @@ def test_list_filters_running_and_scheduled_and_prints_json(monkeypatch):
     assert CliRunner().invoke(main, ["list", "-s"]).stdout.startswith("JOB ID")
 
 
-def test_info_and_checkpoints_print_json_for_scripts(cluster, monkeypatch):
-    import flowray.runtime.execution.jobs as jobs
-
-    class Client:
-        def get_checkpoint_stats(self):
-            return {"summary": "s", "history": [{"id": i} for i in range(1, 6)]}
-    monkeypatch.setattr(jobs, "attach", lambda job, address=None: Client())
+def test_info_and_checkpoints_print_json_for_scripts(monkeypatch):
+    # read from the job's record alone: no client attaches, nothing joins the cluster
+    stats = {"summary": "s", "history": [{"id": i} for i in range(1, 6)]}
+    monkeypatch.setattr(cli, "_jobs", lambda address: [dict(JOBS[1], checkpoint_stats=stats)])
     info = json.loads(CliRunner().invoke(main, ["info", "wc#2", "--output", "json"]).stdout)
     assert info["job_id"] == "77aa00bb11cc" and info["status"] == "RUNNING"
+    assert "checkpoint_stats" not in info
     stats = json.loads(CliRunner().invoke(main, ["checkpoints", "wc#2", "-n", "2",
                                                  "-o", "json"]).stdout)
     assert stats["history"] == [{"id": 4}, {"id": 5}] and stats["summary"] == "s"
