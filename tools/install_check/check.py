@@ -40,13 +40,20 @@ def main() -> None:
     shutil.rmtree(args.venv, ignore_errors=True)
     run([sys.executable, "-m", "venv", args.venv])
     py = os.path.join(args.venv, "bin", "python")
-    # no -e, no constraints: what `pip install <clone>` gives a user next to their packages
-    run([py, "-m", "pip", "install", "-q", *OTHER_VERSIONS, REPO])
-    installed = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="flowray-install-check-") as cwd:
+        # the clone's files alone (no venv, caches or an old build/ from an earlier
+        # install), as a user's fresh clone; no -e, no constraints: what
+        # `pip install <clone>` gives a user next to their own packages
+        source = os.path.join(cwd, "flowray")
+        shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+            ".venv", ".cache", ".git", "build", "dist", "*.egg-info", "__pycache__",
+            ".pytest_cache", "flowray-checkpoints", "spark-warehouse", "metastore_db"))
+        run([py, "-m", "pip", "install", "-q", *OTHER_VERSIONS, source])
+        installed = time.monotonic()
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "RAY_ADDRESS", "FLOWRAY_CLIENT_CONFIG",
                             "FLOWRAY_CONF_DIR", "VIRTUAL_ENV")}
+        shutil.rmtree(source)   # the job must find flowray in the venv, nowhere else
         p = run([py, os.path.join(HERE, "job.py")], cwd=cwd, env=env, timeout=600)
         flowray_cli = os.path.join(args.venv, "bin", "flowray")
         version = run([flowray_cli, "--version"], cwd=cwd, env=env).stdout.strip()
