@@ -74,10 +74,12 @@ def main() -> None:
 
         env = StreamExecutionEnvironment.get_execution_environment(config)
         env.enable_checkpointing(1000)
-        (env.from_spark("clicks")
+        # uids: a savepoint's state is matched to operators by them (docs/savepoints.md)
+        (env.from_spark("clicks").uid("clicks")
             .key_by(lambda click: click.user)
-            .process(Sessionize())
-            .sink_to(SparkTableSink("click_sessions", mode="overwrite", output_type=OUTPUT)))
+            .process(Sessionize()).uid("sessionize")
+            .sink_to(SparkTableSink("click_sessions", mode="overwrite", output_type=OUTPUT))
+            .uid("click-sessions"))
         env.execute("clicks to sessions")  # logs the job's summary line
 
         print(f"\n{spark.table('click_sessions').count():,} enriched clicks in "

@@ -16,14 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from flowray.state.columnar_keys import column_keys
-from flowray.state.descriptors import StateKind, ValueStateDescriptor
-from flowray.state.heap_backend import HeapKeyedStateBackend
-from flowray.state.key_groups import KeyGroupAssigner
-from flowray.state.keyed_backend import StateAccessError
-
+from flowray.common.sentinels import MISSING
 from flowray.operators.base import OneInputOperator, close_function, open_function
-from flowray.operators.columnar_state import RunningValueCache
 from flowray.operators.columnar_batches import (
     BATCH_FORMATS,
     format_batch,
@@ -32,6 +26,12 @@ from flowray.operators.columnar_batches import (
     table_to_rows,
     to_table,
 )
+from flowray.operators.columnar_state import RunningValueCache
+from flowray.state.columnar_keys import column_keys
+from flowray.state.descriptors import StateKind, ValueStateDescriptor
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupAssigner
+from flowray.state.keyed_backend import StateAccessError
 
 __all__ = ["MapBatchesOperator", "ToRowsOperator", "ColumnarKeyedAggregateOperator",
            "DEFAULT_BATCH_SIZE"]
@@ -166,7 +166,7 @@ class ToRowsOperator(OneInputOperator):
 
 
 _KINDS = ("sum", "min", "max")
-_MISSING = object()
+_MISSING = MISSING
 
 
 class ColumnarKeyedAggregateOperator(OneInputOperator):

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Tuple
 
+from flowray.common.sentinels import MISSING
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 
 __all__ = ["RunningValueCache"]
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 class RunningValueCache:

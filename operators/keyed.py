@@ -8,13 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from flowray.common.sentinels import MISSING
 from flowray.common.types import Row
-from flowray.state.descriptors import StateDescriptor, StateKind, ValueStateDescriptor
-from flowray.state.heap_backend import HeapKeyedStateBackend
-from flowray.state.keyed_backend import StateAccessError
-from flowray.state.key_groups import KeyGroupAssigner
-from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
-
 from flowray.operators.base import (
     OneInputOperator,
     TwoInputOperator,
@@ -26,6 +21,11 @@ from flowray.operators.basic import UserFunctionOperator
 from flowray.operators.functions import KeyedProcessFunction, TimeDomain, TimerService
 from flowray.operators.output_tag import OutputTag, ResultCollector
 from flowray.operators.timers import InternalTimerService
+from flowray.state.descriptors import StateDescriptor, StateKind, ValueStateDescriptor
+from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupAssigner
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
+from flowray.state.keyed_backend import StateAccessError
 
 __all__ = [
     "KeyedProcessOperator",
@@ -492,7 +492,7 @@ class KeyedReduceOperator(OneInputOperator):
             self.output.emit(final)
 
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 class QueryableStateSinkOperator(OneInputOperator):

@@ -15,7 +15,23 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-
+from flowray.common.clock import Clock, SystemClock
+from flowray.common.sentinels import MISSING
+from flowray.state.descriptors import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    StateKind,
+)
+from flowray.state.full_snapshot import (  # the state pickles, defined there
+    dumps_state,
+    loads_state,
+    open_full_snapshot,
+)
+from flowray.state.heap_snapshot import HeapSnapshotWriter
+from flowray.state.heap_table import SnapshotRegistry, StateTable
+from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import (
     AggregatingState,
     KeyedStateBackend,
@@ -26,22 +42,6 @@ from flowray.state.keyed_backend import (
     StateAccessError,
     ValueState,
 )
-from flowray.state.descriptors import (
-    AggregatingStateDescriptor,
-    ReducingStateDescriptor,
-    StateDescriptor,
-    StateKind,
-)
-from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
-from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
-from flowray.state.full_snapshot import (  # the state pickles, defined there
-    dumps_state,
-    loads_state,
-    open_full_snapshot,
-)
-from flowray.state.heap_snapshot import HeapSnapshotWriter
-from flowray.state.heap_table import SnapshotRegistry, StateTable
-from flowray.state.value_codec import decode_value
 from flowray.state.snapshot import IncrementalKeyedStateHandle
 from flowray.state.ttl import (
     TtlCleanupCursor,
@@ -51,11 +51,11 @@ from flowray.state.ttl import (
     purge_function,
     ttl_table_name,
 )
-from flowray.common.clock import Clock, SystemClock
+from flowray.state.value_codec import decode_value
 
 __all__ = ["HeapKeyedStateBackend", "StateTable", "dumps_state", "loads_state"]
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 class _HeapState(State):

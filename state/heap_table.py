@@ -39,13 +39,14 @@ import pickle
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from flowray.common.sentinels import MISSING
 from flowray.state.descriptors import StateKind
 from flowray.state.key_groups import KeyGroupRange
 
 __all__ = ["StateTable", "SnapshotRegistry", "FrozenSnapshot", "SnapshotAbortedError",
            "private_copy"]
 
-_MISSING = object()
+_MISSING = MISSING
 
 #: types whose objects never change: shared with a snapshot they need no copy
 _ATOMIC = frozenset({int, float, complex, str, bytes, bool, type(None), range})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from flowray.common.sentinels import MISSING
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     MapStateDescriptor,
@@ -41,7 +42,7 @@ from flowray.state.keyed_backend import (
 
 __all__ = ["NamespacedStates", "NamespacedKeyedStateStore"]
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 class _NsState(State):

@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from flowray.common.clock import Clock
+from flowray.common.sentinels import MISSING
 from flowray.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -391,7 +392,7 @@ class TtlListState(TtlState, ListState):
             self._raw.clear()
 
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 class TtlMapState(TtlState, MapState):

@@ -15,6 +15,9 @@ import pickle
 import struct
 from typing import Any, Tuple
 
+from rocksdict import BlockBasedOptions, Options
+
+from flowray.common.sentinels import MISSING
 from flowray.state.key_types import (
     CANONICAL_NAN,
     DATE_TAG,
@@ -23,11 +26,10 @@ from flowray.state.key_types import (
     identity_form,
     temporal_bytes,
 )
-from rocksdict import BlockBasedOptions, Options
 
 __all__ = ["encode_key", "decode_key"]
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 _CF_PREFIX = "state/"

@@ -25,6 +25,9 @@ from __future__ import annotations
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
+from rocksdict import Rdict, WriteBatch
+
+from flowray.common.sentinels import MISSING
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.layout import _CF_PREFIX, encode_key
@@ -37,7 +40,6 @@ from flowray.state.value_codec import (
     encode_value,
     encode_values,
 )
-from rocksdict import Rdict, WriteBatch
 
 if TYPE_CHECKING:
     from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
@@ -67,13 +69,8 @@ class _Absent:
 _ABSENT = _Absent()
 
 
-class _Missing:
-    """:meth:`RocksDBValueAccessor.load`'s mark of a key not in the cache."""
-
-    __slots__ = ()
-
-
-_MISSING = _Missing()
+_MISSING = MISSING   # load()'s mark of a key not in the cache
+_Missing = type(MISSING)   # its type: a batch's entries are told apart by type
 
 
 class _Stored:

@@ -72,6 +72,7 @@ from decimal import Decimal
 from json import encoder as _json_encoder
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from flowray.common.sentinels import MISSING
 from flowray.common.type_conversion import RecordTypeError, is_sequence, record_converter
 from flowray.common.typeinfo import RowTypeInfo, TypeInformation, Types
 from flowray.datastream.formats._common import (
@@ -93,7 +94,6 @@ from flowray.datastream.formats._common import (
     java_trim,
     kind_of,
     micros,
-    serialize_all,
     null_or,
     parse_java_decimal,
     parse_java_double,
@@ -101,6 +101,7 @@ from flowray.datastream.formats._common import (
     row_factory,
     row_values,
     scalar_text,
+    serialize_all,
     shown,
     to_f32,
 )
@@ -539,7 +540,7 @@ class _ReadOptions:
         self.fail_on_missing, self.ignore, self.who = fail_on_missing, ignore, who
 
 
-_MISSING = object()
+_MISSING = MISSING
 
 
 def _missing(name: str) -> Any:
