@@ -71,7 +71,7 @@ _SLOW = {}  # the running job's clock and tasks, for the map below (one process)
 
 def _slow_map(x):
     """5 ms of (manual) time per record; notes how stalled the map's task looks."""
-    import tests.unit.test_task_stall as here  # (the function is pickled by value)
+    import tests.unit.runtime.task.test_task_stall as here  # (the function is pickled by value)
 
     slow = here._SLOW
     slow["submitted"].wait()
