@@ -24,7 +24,15 @@ from flowray.datastream.extensions import (
 )
 from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
 from flowray.operators.parquet_sink import ParquetFilesSink
-from flowray.spark import stage as spark_stages
+from flowray.spark.stage import (
+    DeferredSparkSource,
+    SparkStage,
+    lazy_parquet_dataframe,
+    record_stage_output,
+    reset_stage,
+    split_program,
+    stage_output_intact,
+)
 from flowray.spark.session import get_or_create_spark
 from flowray.spark.table_sink import arrow_schema_of
 
@@ -70,9 +78,8 @@ def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
     if state.stages and not isinstance(dataframe_or_table, str):
         # may depend on a to_spark_dataframe stage of this program: converted when
         # execute() gets there
-        deferred = spark_stages.DeferredSparkSource(dataframe_or_table,
-                                                    source_name or "Spark DataFrame",
-                                                    columnar=columnar, batch_rows=batch_rows)
+        deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame",
+                                       columnar=columnar, batch_rows=batch_rows)
         stream = self.from_source(deferred, source_name=deferred.default_name)
         state.deferred_sources[stream._t.id] = deferred
         return ColumnarDataStream(self, stream._t) if columnar else stream
@@ -101,10 +108,10 @@ def to_spark_dataframe(self: DataStream, output_type: Any) -> Any:
     os.makedirs(folder, exist_ok=True)
     sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))
     sink.name("Spark stage")
-    _state(env).stages.append(spark_stages.SparkStage(folder, sink._ds._t.id))
+    _state(env).stages.append(SparkStage(folder, sink._ds._t.id))
     parallelism = self._t.parallelism or env.get_parallelism()
-    return spark_stages.lazy_parquet_dataframe(get_or_create_spark(config), folder, schema,
-                                               max(1, int(parallelism)))
+    return lazy_parquet_dataframe(get_or_create_spark(config), folder, schema,
+                                  max(1, int(parallelism)))
 
 
 class SparkStageRunner(ProgramRunner):
@@ -117,8 +124,7 @@ class SparkStageRunner(ProgramRunner):
             submit: SubmitJob) -> Any:
         if state is None or not state.deferred_sources:
             return None
-        first, second = spark_stages.split_program(transformations,
-                                                   set(state.deferred_sources))
+        first, second = split_program(transformations, set(state.deferred_sources))
         self._run_stage(env, first, state.stages, list(state.deferred_sources.values()),
                         job_name, submit)
         return submit(second, f"{job_name} (after Spark)")
@@ -127,13 +133,13 @@ class SparkStageRunner(ProgramRunner):
     def _run_stage(env: StreamExecutionEnvironment, first: Sequence[Any], stages: List[Any],
                    deferred: List[Any], name: str, submit: SubmitJob) -> None:
         for attempt in range(2):
-            if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
+            if attempt == 0 or not all(stage_output_intact(s) for s in stages):
                 for stage in stages:
-                    spark_stages.reset_stage(stage)
+                    reset_stage(stage)
                 submit(first, f"{name} (before Spark)").wait()
                 for stage in stages:
-                    spark_stages.record_stage_output(stage)
-            if all(spark_stages.stage_output_intact(s) for s in stages):
+                    record_stage_output(stage)
+            if all(stage_output_intact(s) for s in stages):
                 break
         else:
             raise RuntimeError("the Spark stage's files disappeared twice while converting")
