@@ -15,7 +15,6 @@ False
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from flowray.common.compat import not_implemented, warn_once
@@ -24,12 +23,14 @@ from flowray.common.execution_config import ExecutionConfig
 from flowray.common.options import BUFFER_TIMEOUT
 from flowray.common.pyflink_options import (
     OPERATOR_CHAINING,
-    PYTHON_ARCHIVES,
-    PYTHON_EXECUTABLE,
-    PYTHON_FILES,
-    PYTHON_REQUIREMENTS,
 )
 from flowray.operators.source_function import SourceFunctionSource
+from flowray.runtime.execution.python_env import (
+    ship_python_archive,
+    ship_python_file,
+    ship_requirements,
+    use_python_executable,
+)
 from flowray.runtime.graph.transformations import ChainingStrategy, Transformation
 from flowray.state.state_backend import (
     EmbeddedRocksDBStateBackend,
@@ -61,15 +62,6 @@ def apply_chaining_setting(config: Configuration, transformations: Any) -> None:
         if isinstance(t, Transformation) and not t.is_virtual:
             t.chaining = ChainingStrategy.NEVER
         stack.extend(getattr(t, "inputs", ()))
-
-
-def _existing(path: str, what: str) -> str:
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"{what} expects a path, got {path!r}")
-    full = os.path.abspath(os.path.expanduser(path))
-    if not os.path.exists(full):
-        raise FileNotFoundError(f"{what}: {path!r} does not exist")
-    return full
 
 
 class EnvironmentApiMixin:
@@ -169,32 +161,17 @@ class EnvironmentApiMixin:
         groups[name] = slot_sharing_group
         return self  # type: ignore[return-value]
 
-    # -- Python dependencies (shipped with the job's Ray runtime_env) ------------------
-    def _append(self, key: str, value: str) -> None:
-        current = self._config.to_dict().get(key)
-        items = [v for v in str(current).split(",") if v] if current else []
-        if value not in items:
-            items.append(value)
-        self._config.set_string(key, ",".join(items))
-
+    # -- Python dependencies (shipped with the job's Ray runtime_env: python_env.py) ------
     def add_python_file(self, file_path: str) -> Any:
         """Ship a ``.py`` file, a package or folder, or a ``.whl`` to the workers and put
         it on their import path (folder: its contents become importable, as in Flink)."""
-        full = _existing(file_path, "add_python_file")
-        if os.path.isfile(full) and not full.endswith((".py", ".whl")):
-            raise ValueError(f"add_python_file: {file_path!r} is neither a .py file, a "
-                             ".whl, nor a folder (unpack .zip/.egg files into a folder)")
-        self._append(PYTHON_FILES.key, full)
+        ship_python_file(self._config, file_path)
         return self
 
     def add_python_archive(self, archive_path: str, target_dir: Optional[str] = None) -> Any:
         """Ship a zip archive, extracted into the workers' working directory (under
         ``target_dir`` if given, else under the archive's file name)."""
-        full = _existing(archive_path, "add_python_archive")
-        if "#" in full or (target_dir and ("#" in target_dir or "," in target_dir)):
-            raise ValueError("add_python_archive: '#' and ',' cannot appear in the path or "
-                             "target directory")
-        self._append(PYTHON_ARCHIVES.key, f"{full}#{target_dir}" if target_dir else full)
+        ship_python_archive(self._config, archive_path, target_dir)
         return self
 
     def set_python_requirements(self, requirements_file_path: str,
@@ -202,18 +179,12 @@ class EnvironmentApiMixin:
         """Install a requirements file on the workers (pip, in the job's runtime env);
         ``requirements_cache_dir``: a folder of packages to install from, offline (it must
         exist at the same path on every node)."""
-        full = _existing(requirements_file_path, "set_python_requirements")
-        value = full
-        if requirements_cache_dir:
-            value = f"{full}#{_existing(requirements_cache_dir, 'set_python_requirements')}"
-        self._config.set_string(PYTHON_REQUIREMENTS.key, value)
+        ship_requirements(self._config, requirements_file_path, requirements_cache_dir)
         return self
 
     def set_python_executable(self, python_exec: str) -> Any:
         """The Python interpreter the workers run (it must exist on every node)."""
-        if not isinstance(python_exec, str) or not python_exec:
-            raise ValueError(f"set_python_executable expects a path, got {python_exec!r}")
-        self._config.set_string(PYTHON_EXECUTABLE.key, python_exec)
+        use_python_executable(self._config, python_exec)
         return self
 
     def add_jars(self, *jars_path: str) -> Any:

@@ -27,11 +27,77 @@ import os
 import sys
 import tempfile
 import zipfile
-from typing import Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from flowray.common.pyflink_options import parse_path_list
 
-__all__ = ["python_runtime_env", "apply_in_process"]
+if TYPE_CHECKING:  # pragma: no cover
+    from flowray.common.configuration import Configuration
+
+__all__ = ["python_runtime_env", "apply_in_process", "ship_python_file", "ship_python_archive",
+           "ship_requirements", "use_python_executable"]
+
+
+# -- what a program declares (the environment's add_python_file & co.) -----------------------
+def _existing(path: str, what: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{what} expects a path, got {path!r}")
+    full = os.path.abspath(os.path.expanduser(path))
+    if not os.path.exists(full):
+        raise FileNotFoundError(f"{what}: {path!r} does not exist")
+    return full
+
+
+def _append(config: "Configuration", key: str, value: str) -> None:
+    current = config.to_dict().get(key)
+    items = [v for v in str(current).split(",") if v] if current else []
+    if value not in items:
+        items.append(value)
+    config.set_string(key, ",".join(items))
+
+
+def ship_python_file(config: "Configuration", file_path: str) -> None:
+    """Add a ``.py`` file, a package or folder, or a ``.whl`` to ``python.files`` (checked:
+    it exists and is one of those).
+
+    >>> from flowray.common.configuration import Configuration
+    >>> ship_python_file(Configuration(), "/no/such/file.py")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: add_python_file: '/no/such/file.py' does not exist
+    """
+    full = _existing(file_path, "add_python_file")
+    if os.path.isfile(full) and not full.endswith((".py", ".whl")):
+        raise ValueError(f"add_python_file: {file_path!r} is neither a .py file, a "
+                         ".whl, nor a folder (unpack .zip/.egg files into a folder)")
+    _append(config, "python.files", full)
+
+
+def ship_python_archive(config: "Configuration", archive_path: str,
+                        target_dir: Optional[str] = None) -> None:
+    """Add a zip archive to ``python.archives`` (``path#target_dir`` when given)."""
+    full = _existing(archive_path, "add_python_archive")
+    if "#" in full or (target_dir and ("#" in target_dir or "," in target_dir)):
+        raise ValueError("add_python_archive: '#' and ',' cannot appear in the path or "
+                         "target directory")
+    _append(config, "python.archives", f"{full}#{target_dir}" if target_dir else full)
+
+
+def ship_requirements(config: "Configuration", requirements_file_path: str,
+                      requirements_cache_dir: Optional[str] = None) -> None:
+    """Set ``python.requirements`` (``file[#cache_dir]``, both checked)."""
+    full = _existing(requirements_file_path, "set_python_requirements")
+    value = full
+    if requirements_cache_dir:
+        value = f"{full}#{_existing(requirements_cache_dir, 'set_python_requirements')}"
+    config.set_string("python.requirements", value)
+
+
+def use_python_executable(config: "Configuration", python_exec: str) -> None:
+    """Set ``python.executable`` (it must exist on every node; not checked here)."""
+    if not isinstance(python_exec, str) or not python_exec:
+        raise ValueError(f"set_python_executable expects a path, got {python_exec!r}")
+    config.set_string("python.executable", python_exec)
 
 
 def _py_modules(paths: List[str]) -> List[str]:
