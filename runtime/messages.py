@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from flowray.common.job_status import JobStatus   # used here, and the runtime's name for it
 from flowray.runtime.graph.execution_graph import SubtaskId
 
 __all__ = ["TaskState", "TaskFailure", "TaskResult", "JobStatus", "JobOutcome",
@@ -63,28 +64,6 @@ class TaskResult:
     state: TaskState
     failure: Optional[TaskFailure] = None
     metrics: Dict[str, Any] = field(default_factory=dict)
-
-
-class JobStatus(enum.Enum):
-    CREATED = "CREATED"
-    RUNNING = "RUNNING"
-    FINISHED = "FINISHED"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    CANCELLING = "CANCELLING"
-    CANCELED = "CANCELED"
-    RESTARTING = "RESTARTING"
-    # Flink's, for PyFlink programs that compare against them; flowray jobs never report
-    # these (no suspended masters, no reconciliation of a recovered cluster)
-    SUSPENDED = "SUSPENDED"
-    RECONCILING = "RECONCILING"
-
-    def is_globally_terminal_state(self) -> bool:
-        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
-
-    def is_terminal_state(self) -> bool:
-        """Globally terminal, or SUSPENDED (as Flink)."""
-        return self.is_globally_terminal_state() or self is JobStatus.SUSPENDED
 
 
 @dataclass

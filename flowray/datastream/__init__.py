@@ -21,7 +21,7 @@ from flowray.runtime.execution.client import (
     JobExecutionResult,
     SavepointError,
 )
-from flowray.runtime.messages import JobStatus
+from flowray.common.job_status import JobStatus
 from flowray.runtime.checkpoint.storage import RetainedCheckpoint, find_retained_checkpoints
 
 from flowray.datastream.async_data_stream import AsyncDataStream

@@ -9,9 +9,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from flowray.common.compat import not_implemented
 from flowray.runtime.checkpoint.stats import format_checkpoint_table
-from flowray.runtime.messages import JobOutcome, JobStatus
+from flowray.common.job_client import JobClient as JobClientApi
+from flowray.common.job_execution_result import JobExecutionResult as JobExecutionResultApi
+from flowray.common.job_status import JobStatus
+from flowray.runtime.messages import JobOutcome
 from flowray.runtime.network.channel import ChannelClosedError, ChannelReader, InputGate
 from flowray.runtime.network.elements import EndOfPartition, RecordBatch
 
@@ -55,7 +57,7 @@ class JobExecutionError(RuntimeError):
         super().__init__(msg)
 
 
-class JobExecutionResult:
+class JobExecutionResult(JobExecutionResultApi):
     """A finished job: id, runtime, and what each task did."""
 
     def __init__(self, outcome: JobOutcome) -> None:
@@ -68,13 +70,6 @@ class JobExecutionResult:
     def job_name(self) -> str:
         return self.outcome.job_name
 
-    get_accumulator_result = not_implemented(
-        "JobExecutionResult.get_accumulator_result",
-        "flowray has no accumulators: count in operator state or a side output, or read "
-        "task_metrics()")
-    get_all_accumulator_results = not_implemented(
-        "JobExecutionResult.get_all_accumulator_results",
-        "flowray has no accumulators: see task_metrics() and get_checkpoint_stats()")
 
     def get_net_runtime(self) -> int:
         return int(self.outcome.duration_ms)
@@ -121,7 +116,7 @@ class JobExecutionResult:
         return f"JobExecutionResult({self.summary()})"
 
 
-class DetachedJobExecutionResult:
+class DetachedJobExecutionResult(JobExecutionResultApi):
     """What ``execute()`` returns for a detached job (``execution.attached=false``), as
     Flink's: the job id and name; the job runs on in the cluster, so nothing about its
     execution is known here (``flowray info JOB`` tells, or a client re-attached with
@@ -223,8 +218,9 @@ class JobHandle:
         pass
 
 
-class JobClient:
-    """Handle on a submitted job, as PyFlink's ``JobClient``."""
+class JobClient(JobClientApi):
+    """Handle on a submitted job, as PyFlink's ``JobClient`` (the runtime's implementation
+    of :class:`flowray.common.job_client.JobClient`)."""
 
     def __init__(
         self,
@@ -295,9 +291,6 @@ class JobClient:
         """The job master's Ray actor handle (``None`` on the local executor)."""
         return getattr(self._handle, "master", None)
 
-    get_accumulators = not_implemented(
-        "JobClient.get_accumulators",
-        "flowray has no accumulators: see get_job_info() for the tasks' record counts")
 
     def get_job_status(self) -> JobStatus:
         if self._result is not None:
