@@ -19,7 +19,7 @@ from flowray.common.configuration import (
     register_option,
     register_passthrough_prefix,
 )
-from flowray.common.options import _positive
+from flowray.common.options.validators import positive
 
 # -- Spark through RayDP -------------------------------------------------------------------
 #: every ``spark.*`` key is passed to the Spark session as is
@@ -36,10 +36,10 @@ SPARK_EXECUTORS = register_option(
     parse_int,
     1,
     "Spark executors (each a Ray actor holding executor-cores CPUs).",
-    check=_positive,
+    check=positive,
 )
 SPARK_EXECUTOR_CORES = register_option(
-    "flowray.spark.executor-cores", parse_int, 1, "CPU cores per Spark executor.", check=_positive
+    "flowray.spark.executor-cores", parse_int, 1, "CPU cores per Spark executor.", check=positive
 )
 SPARK_EXECUTOR_MEMORY = register_option(
     "flowray.spark.executor-memory",

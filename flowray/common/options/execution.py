@@ -1,0 +1,140 @@
+"""How and where a job runs (Flink's ExecutionOptions, PipelineOptions, DeploymentOptions):
+parallelism, runtime mode, target, attached or detached, the client.
+"""
+
+from __future__ import annotations
+
+from flowray.common.configuration import (
+    parse_bool,
+    parse_duration_ms,
+    parse_int,
+    parse_str,
+    register_option,
+)
+from flowray.common.options.validators import (
+    bounded,
+    max_parallelism_range,
+    positive,
+    seconds_or_duration,
+    show_ms,
+)
+
+__all__ = ["PARALLELISM", "MAX_PARALLELISM", "BUFFER_TIMEOUT", "RUNTIME_MODE",
+           "BLOCKING_PARTITIONS_DIR", "PIPELINE_NAME", "AUTO_WATERMARK_INTERVAL", "RAY_ADDRESS",
+           "EXECUTION_TARGET", "ATTACHED", "JOB_STORE_EXPIRATION", "PROGRESS_INTERVAL",
+           "SUBMISSION_ID", "TASK_STDOUT_TO_CLIENT"]
+
+
+PARALLELISM = register_option(
+    "parallelism.default", parse_int, 1, "Default parallelism of operators.", check=positive
+)
+
+
+MAX_PARALLELISM = register_option(
+    "pipeline.max-parallelism",
+    parse_int,
+    128,
+    "Number of key groups; the upper bound for rescaling.",
+    check=max_parallelism_range,
+)
+
+BUFFER_TIMEOUT = register_option(
+    "execution.buffer-timeout",
+    parse_duration_ms,
+    100,
+    "Longest time a record waits in a channel batch before it is sent.",
+    check=bounded(0, 10 * 60_000, show_ms, "must not be negative"),
+)
+
+
+RUNTIME_MODE = register_option(
+    "execution.runtime-mode",
+    parse_str,
+    "STREAMING",
+    "STREAMING, BATCH (every non-forward exchange is blocking: stages run "
+    "one after another, a failure restarts one stage), or AUTOMATIC "
+    "(BATCH when every source is bounded).",
+    choices=("STREAMING", "BATCH", "AUTOMATIC"),
+)
+
+BLOCKING_PARTITIONS_DIR = register_option(
+    "flowray.blocking-partitions.dir",
+    parse_str,
+    None,
+    "Where BATCH-mode blocking result partitions are written (a folder every task can "
+    "reach); unset: flowray-partitions in the system temp folder.",
+)
+
+
+PIPELINE_NAME = register_option(
+    "pipeline.name", parse_str, None, "Job name used when none is given."
+)
+
+AUTO_WATERMARK_INTERVAL = register_option(
+    "pipeline.auto-watermark-interval",
+    parse_duration_ms,
+    200,
+    "How often watermark generators emit their periodic watermark (0 disables "
+    "periodic watermarks; bounded inputs still end with the final one).",
+    check=lambda v: None if v >= 0 else "must not be negative",
+)
+
+RAY_ADDRESS = register_option(
+    "ray.address",
+    parse_str,
+    None,
+    "Ray cluster to join (also RAY_ADDRESS); unset: embedded local Ray.",
+)
+
+EXECUTION_TARGET = register_option(
+    "execution.target",
+    parse_str,
+    "ray",
+    "Where jobs run: 'ray' (task actors) or 'local' (threads in the "
+    "driver; for tests and debugging).",
+    choices=("ray", "local"),
+)
+
+ATTACHED = register_option(
+    "execution.attached",
+    parse_bool,
+    True,
+    "Whether execute() waits for the job (true) or returns once its job master runs, "
+    "leaving the job to the Ray cluster (false; `flowray run -d`). A detached job needs a "
+    "running Ray cluster (ray.address, RAY_ADDRESS, or the local one of `ray start --head`); "
+    "its print() sinks print in the tasks' own output and collect is not available.",
+)
+
+JOB_STORE_EXPIRATION = register_option(
+    "jobstore.expiration-time",
+    seconds_or_duration,
+    3600,
+    "How long (seconds, or a duration such as '10 min') the job master of a detached job "
+    "stays after the job ended, so `flowray list -a` / `flowray info` and re-attached "
+    "clients can read its outcome; then its actor exits.",
+)
+
+
+PROGRESS_INTERVAL = register_option(
+    "flowray.progress-interval",
+    parse_duration_ms,
+    10_000,
+    "How often a running job logs a progress line (0: never).",
+)
+
+SUBMISSION_ID = register_option(
+    "flowray.submission-id",
+    parse_str,
+    None,
+    "Set by `flowray run` when Ray's Job Submission runs the program: the Ray job whose "
+    "output `flowray logs JOB` shows.",
+)
+
+TASK_STDOUT_TO_CLIENT = register_option(
+    "flowray.task-stdout-to-client",
+    parse_bool,
+    True,
+    "Lines that user functions print to stdout inside task actors appear on the stdout of "
+    "the client that runs the attached job (as PyFlink's local mode shows a UDF's print()); "
+    "false leaves them in the Ray workers' logs. Detached jobs always leave them there.",
+)

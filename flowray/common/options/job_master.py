@@ -1,0 +1,82 @@
+"""The job master (Flink's JobManagerOptions): deployment, standby tasks, heartbeats, its own
+restarts, the failover strategy.
+"""
+
+from __future__ import annotations
+
+from flowray.common.configuration import (
+    parse_bool,
+    parse_duration_ms,
+    parse_int,
+    parse_str,
+    register_option,
+)
+from flowray.common.options.validators import DAY_MS, HOUR_MS, bounded, show_ms
+
+__all__ = ["DEPLOY_TIMEOUT", "STANDBY_TASKS", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
+           "LOCAL_PATHS_SHARED", "JOB_MASTER_MAX_RESTARTS", "FAILOVER_STRATEGY"]
+
+
+DEPLOY_TIMEOUT = register_option(
+    "flowray.deploy-timeout",
+    parse_duration_ms,
+    120_000,
+    "How long tasks may take to start and connect their channels.",
+    check=bounded(1, HOUR_MS, show_ms),
+)
+
+STANDBY_TASKS = register_option(
+    "flowray.failover.standby-tasks",
+    parse_int,
+    1,
+    "Idle task actors the job master keeps started for failovers to deploy into (no new "
+    "process to wait for), per resource profile of the job's tasks; only for tasks whose "
+    "slot sharing group reserves no Ray resources. 0: none.",
+    check=bounded(0, 1000, below="must not be negative"),
+)
+
+
+HEARTBEAT_INTERVAL = register_option(
+    "heartbeat.interval",
+    parse_duration_ms,
+    10_000,
+    "How often the job master asks each running task for a heartbeat.",
+    check=bounded(1, 10 * 60_000, show_ms),
+)
+
+HEARTBEAT_TIMEOUT = register_option(
+    "heartbeat.timeout",
+    parse_duration_ms,
+    50_000,
+    "A task that has not answered heartbeats, or whose loop has made no progress (a user "
+    "function or source that does not return), for this long is failed over.",
+    check=bounded(1, DAY_MS, show_ms),
+)
+
+
+LOCAL_PATHS_SHARED = register_option(
+    "flowray.storage.local-paths-shared",
+    parse_bool,
+    False,
+    "Whether plain paths for checkpoints, savepoints and blocking partitions are on "
+    "storage every node of the Ray cluster mounts (a network file system). Without it a "
+    "job on a cluster of several nodes must use a URI every node reaches (s3://, ...).",
+)
+
+JOB_MASTER_MAX_RESTARTS = register_option(
+    "flowray.jobmaster.max-restarts",
+    parse_int,
+    3,
+    "How often a dead job master actor is restarted (it resumes the job from the latest "
+    "completed checkpoint); only with checkpointing enabled, otherwise the job fails.",
+    check=bounded(0, 1000, below="must not be negative"),
+)
+
+FAILOVER_STRATEGY = register_option(
+    "jobmanager.execution.failover-strategy",
+    parse_str,
+    "region",
+    "Which tasks restart when one fails: 'region' (the failed task's pipelined region, the "
+    "regions producing lost blocking inputs, and all consumer regions) or 'full' (every task).",
+    choices=("region", "full"),
+)
