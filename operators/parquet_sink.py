@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from flowray.common.options import SINK_SPILL_THRESHOLD
-from flowray.operators.columnar_sink import batches_to_table
+from flowray.operators.columnar.sink import batches_to_table
 from flowray.operators.sinks import SinkWriterContext
 from flowray.operators.staged_records import StagedRecords, spill_threshold_of
 from flowray.operators.two_phase_commit import TwoPhaseCommitSink

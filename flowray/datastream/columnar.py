@@ -3,7 +3,7 @@
 * ``stream.map_batches(fn, batch_size=..., batch_format="pyarrow"|"pandas"|"numpy")``, with
   Ray Data's names and semantics: ``fn`` gets a batch in the format and returns one. On a
   row stream, rows become a batch and the result becomes rows again (of the input rows'
-  kind; see :mod:`flowray.operators.columnar_batches`); on a columnar stream the result
+  kind; see :mod:`flowray.operators.columnar.batches`); on a columnar stream the result
   stays columnar.
 * A :class:`ColumnarDataStream`'s elements are ``pyarrow.RecordBatch`` es: from
   ``env.from_arrow(tables)``, ``env.from_spark(table, columnar=True)`` or

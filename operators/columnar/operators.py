@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from flowray.common.sentinels import MISSING
 from flowray.operators.base import OneInputOperator, close_function, open_function
-from flowray.operators.columnar_batches import (
+from flowray.operators.columnar.batches import (
     BATCH_FORMATS,
     format_batch,
     rows_to_table,
@@ -26,7 +26,7 @@ from flowray.operators.columnar_batches import (
     table_to_rows,
     to_table,
 )
-from flowray.operators.columnar_state import RunningValueCache
+from flowray.operators.columnar.state import RunningValueCache
 from flowray.state.columnar_keys import column_keys
 from flowray.state.descriptors import StateKind, ValueStateDescriptor
 from flowray.state.heap_backend import HeapKeyedStateBackend
