@@ -24,7 +24,7 @@ from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.common.clock import SystemClock
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.job_directory import MASTER_SUFFIX
-from flowray.runtime.execution.job_store import KV_NAMESPACE, JobRecordPublisher
+from flowray.runtime.execution.job_store import KV_NAMESPACE, MIN_GAP_S, JobRecordPublisher
 from flowray.common.options import ports_of
 from flowray.common.options import (
     DEPLOY_TIMEOUT,
@@ -84,6 +84,10 @@ log = logging.getLogger(__name__)
 
 #: how long the web UI's list of the cluster's jobs is reused (s)
 CLUSTER_JOBS_MAX_AGE_S = 2.0
+
+
+#: how often the record thread looks for a change to publish
+RECORD_CHECK_S = MIN_GAP_S
 
 
 def _kv_put(key: bytes, value: bytes) -> None:
@@ -207,6 +211,21 @@ class JobMaster(TaskDeployer):
                 self._loop_thread = threading.Thread(target=self._loop_thread_main,
                                                      name="flowray-jobmaster", daemon=True)
                 self._loop_thread.start()
+                threading.Thread(target=self._publish_records, name="flowray-job-record",
+                                 daemon=True).start()
+
+    def _publish_records(self) -> None:
+        """Keep the job's record in the GCS current while the job runs (job_store.py), in
+        a thread of its own: a slow GCS never holds up the job's loop."""
+        while not self._loop_done.is_set():
+            with self._lock:
+                sched = self.scheduler
+                counts = sched.stats.counts()
+                version = (sched.status, counts.get("completed"), counts.get("failed"),
+                           sched.restarts)
+            if not self._loop_done.is_set():
+                self._record.maybe_publish(self._record_snapshot, version)
+            self._loop_done.wait(RECORD_CHECK_S)
 
     def _loop_thread_main(self) -> None:
         try:
@@ -317,10 +336,6 @@ class JobMaster(TaskDeployer):
             self._replenish_standbys()
             self._send_heartbeats()
             sched.tick()
-            counts = sched.stats.counts()
-            version = (sched.status, counts.get("completed"), counts.get("failed"),
-                       counts.get("in_progress"), sched.restarts)
-        self._record.maybe_publish(self._record_snapshot, version)
 
     def _on_run_ended(self, ref: Any) -> None:
         attempt, s = self.refs.pop(ref)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -35,6 +36,8 @@ __all__ = ["KV_NAMESPACE", "KEY_PREFIX", "PUBLISH_INTERVAL_S", "STALE_S", "recor
 KV_NAMESPACE = b"flowray"
 KEY_PREFIX = b"jobs/"
 PUBLISH_INTERVAL_S = 1.0
+#: the least time between two writes, however fast checkpoints come
+MIN_GAP_S = 0.2
 STALE_S = 30.0
 #: the newest checkpoints a record keeps for `flowray checkpoints`
 HISTORY_KEPT = 100
@@ -94,24 +97,35 @@ class JobRecordPublisher:
         self._clock, self._wall_ms = clock, wall_ms
         self._last: Optional[float] = None
         self._version: Any = None
+        self._lock = threading.Lock()   # one writer at a time; nothing after the final
+        self._final = False
 
     def maybe_publish(self, snapshot: Callable[[], Tuple[Dict[str, Any], Dict[str, Any]]],
                       version: Any = None) -> bool:
-        """Write the record if :data:`PUBLISH_INTERVAL_S` passed since the last write, or at
-        once when ``version`` (e.g. the status and the checkpoint counts) changed: a CLI
-        call after a checkpoint completed finds it."""
-        now = self._clock()
-        if self._last is not None and now - self._last < PUBLISH_INTERVAL_S and \
-                version == self._version:
-            return False
-        self._last, self._version = now, version
-        info, stats = snapshot()
-        self._write(info, stats, None)
-        return True
+        """Write the record if :data:`PUBLISH_INTERVAL_S` passed since the last write, or
+        when ``version`` (e.g. the status and the checkpoint counts) changed and
+        :data:`MIN_GAP_S` passed: a CLI call just after a checkpoint completed finds it."""
+        with self._lock:
+            if self._final:
+                return False
+            now = self._clock()
+            if self._last is not None:
+                since = now - self._last
+                if since < MIN_GAP_S or (since < PUBLISH_INTERVAL_S
+                                         and version == self._version):
+                    return False
+            self._last, self._version = now, version
+            info, stats = snapshot()
+            self._write(info, stats, None)
+            return True
 
     def publish_final(self, info: Dict[str, Any], stats: Dict[str, Any],
                       keep_ms: int) -> None:
-        self._write(info, stats, self._wall_ms() + keep_ms)
+        """The ended job's record, kept ``keep_ms``; no write of :meth:`maybe_publish`
+        comes after it."""
+        with self._lock:
+            self._final = True
+            self._write(info, stats, self._wall_ms() + keep_ms)
 
     def _write(self, info: Dict[str, Any], stats: Dict[str, Any],
                expires_ms: Optional[int]) -> None:

@@ -39,18 +39,23 @@ def test_a_running_job_is_written_once_a_second_and_ended_with_an_expiry():
     clock.s += 0.5
     assert pub.maybe_publish(snapshot)
     assert snapshots == [100.0, 101.0]   # the snapshot is taken only when it is written
-    assert pub.maybe_publish(snapshot, version=("RUNNING", 1))   # a change: written at once
-    assert not pub.maybe_publish(snapshot, version=("RUNNING", 1))
+    assert not pub.maybe_publish(snapshot, version=("RUNNING", 1))   # a change, too soon
+    clock.s += 0.2
+    assert pub.maybe_publish(snapshot, version=("RUNNING", 1))   # a change: written now
+    clock.s += 0.3
+    assert not pub.maybe_publish(snapshot, version=("RUNNING", 1))   # no change, < 1 s
     [job], expired = decode_records(store, clock.wall_ms())
     assert job["status"] == "RUNNING" and job["expires_ms"] is None and not expired
 
     history = [{"id": i} for i in range(HISTORY_KEPT + 5)]
     pub.publish_final({"job_id": "j1", "status": "FINISHED", "start_ms": 1},
                       {"history": history}, keep_ms=60_000)
-    [job], _ = decode_records(store, clock.wall_ms() + 59_999)
+    clock.s += 5
+    assert not pub.maybe_publish(snapshot)   # nothing overwrites the final record
+    [job], _ = decode_records(store, clock.wall_ms() + 59_999 - 5000)
     assert job["status"] == "FINISHED"
     assert job["checkpoint_stats"]["history"] == history[-HISTORY_KEPT:]
-    assert decode_records(store, clock.wall_ms() + 60_000) == ([], [record_key("j1")])
+    assert decode_records(store, clock.wall_ms() + 55_000) == ([], [record_key("j1")])
     pub.delete()
     assert store == {}
 
