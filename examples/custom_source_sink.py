@@ -62,11 +62,14 @@ from typing import Any, List, Optional
 
 from flowray import StreamExecutionEnvironment
 from flowray.common import RestartStrategies, Types, WatermarkStrategy
-from flowray.datastream.connectors import Source, SourceReader, SourceReaderContext
+# TwoPhaseCommitSink: the exactly-once sink interface FileSink and the JDBC sink implement
+from flowray.datastream.connectors import (
+    Source,
+    SourceReader,
+    SourceReaderContext,
+    TwoPhaseCommitSink,
+)
 from flowray.datastream.functions import MapFunction, RuntimeContext
-# the two-phase-commit sink interface that FileSink and the JDBC sink implement; sink_to()
-# takes it (it is not re-exported under flowray.datastream.connectors)
-from flowray.operators.two_phase_commit import TwoPhaseCommitSink
 
 
 def reading(sensor: int, seq: int) -> tuple:

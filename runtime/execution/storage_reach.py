@@ -68,11 +68,13 @@ def check_storage_reachable(config: Configuration, node_count: int) -> None:
     if not local:
         return
     key, path = local[0]
+    where = ("a folder every node shares (blocking partitions are plain files)"
+             if key == BLOCKING_PARTITIONS_DIR.key else
+             "a location every node reaches (s3://, gs://, hdfs://...)")
     raise StorageNotSharedError(
         f"{key} is {path!r}, a path on one machine, but the Ray cluster has {node_count} "
-        "nodes: tasks on the others could not reach it. Use a location every node reaches "
-        f"(s3://, gs://, hdfs://...), or if {path!r} is a mount every node shares, set "
-        f"{LOCAL_PATHS_SHARED.key}: true")
+        f"nodes: tasks on the others could not reach it. Use {where}, or if {path!r} is a "
+        f"mount every node shares, set {LOCAL_PATHS_SHARED.key}: true")
 
 
 def check_storage_writable(config: Configuration) -> None:

@@ -61,8 +61,9 @@ BLOCKING_PARTITIONS_DIR = register_option(
     "flowray.blocking-partitions.dir",
     parse_str,
     None,
-    "Where BATCH-mode blocking result partitions are written (a folder every task can "
-    "reach); unset: flowray-partitions in the system temp folder.",
+    "Where BATCH-mode blocking result partitions are written: a local folder (a mount "
+    "every node shares on a cluster of several nodes); unset: flowray-<uid>/partitions in "
+    "the system temp folder.",
 )
 
 

@@ -1,6 +1,7 @@
 """``flowray.datastream.connectors``: sources and sinks, as ``pyflink.datastream.connectors``."""
 
 from flowray.operators.sinks import Sink, SinkWriter, SinkWriterContext
+from flowray.operators.two_phase_commit import TwoPhaseCommitSink
 from flowray.operators.sources import (
     Boundedness,
     CollectionSource,
@@ -30,4 +31,4 @@ __all__ = ["Boundedness", "CollectionSource", "NumberSequenceSource", "Sink", "S
            "SinkWriterContext", "Source", "SourceReader", "SourceReaderContext",
            "DeliveryGuarantee", "FileSink", "FileSource", "FileSourceBuilder",
            "OutputFileConfig", "RollingPolicy", "StreamFormat", "KafkaSource", "JdbcSink",
-           "JdbcConnectionOptions", "JdbcExecutionOptions"]
+           "JdbcConnectionOptions", "JdbcExecutionOptions", "TwoPhaseCommitSink"]
