@@ -24,15 +24,8 @@ from flowray.datastream.extensions import (
 )
 from flowray.datastream.stream_execution_environment import StreamExecutionEnvironment
 from flowray.operators.parquet_sink import ParquetFilesSink
-from flowray.spark.stage import (
-    DeferredSparkSource,
-    SparkStage,
-    lazy_parquet_dataframe,
-    record_stage_output,
-    reset_stage,
-    split_program,
-    stage_output_intact,
-)
+# the module, not its names: tests replace its functions (record_stage_output...) there
+import flowray.spark.stage as spark_stages
 from flowray.spark.session import get_or_create_spark
 from flowray.spark.table_sink import arrow_schema_of
 
@@ -78,8 +71,9 @@ def from_spark(self: StreamExecutionEnvironment, dataframe_or_table: Any,
     if state.stages and not isinstance(dataframe_or_table, str):
         # may depend on a to_spark_dataframe stage of this program: converted when
         # execute() gets there
-        deferred = DeferredSparkSource(dataframe_or_table, source_name or "Spark DataFrame",
-                                       columnar=columnar, batch_rows=batch_rows)
+        deferred = spark_stages.DeferredSparkSource(
+            dataframe_or_table, source_name or "Spark DataFrame", columnar=columnar,
+            batch_rows=batch_rows)
         stream = self.from_source(deferred, source_name=deferred.default_name)
         state.deferred_sources[stream._t.id] = deferred
         return ColumnarDataStream(self, stream._t) if columnar else stream
@@ -108,10 +102,10 @@ def to_spark_dataframe(self: DataStream, output_type: Any) -> Any:
     os.makedirs(folder, exist_ok=True)
     sink = self.sink_to(ParquetFilesSink(folder, schema, description="a Spark stage"))
     sink.name("Spark stage")
-    _state(env).stages.append(SparkStage(folder, sink._ds._t.id))
+    _state(env).stages.append(spark_stages.SparkStage(folder, sink._ds._t.id))
     parallelism = self._t.parallelism or env.get_parallelism()
-    return lazy_parquet_dataframe(get_or_create_spark(config), folder, schema,
-                                  max(1, int(parallelism)))
+    return spark_stages.lazy_parquet_dataframe(get_or_create_spark(config), folder, schema,
+                                               max(1, int(parallelism)))
 
 
 class SparkStageRunner(ProgramRunner):
@@ -124,7 +118,8 @@ class SparkStageRunner(ProgramRunner):
             submit: SubmitJob) -> Any:
         if state is None or not state.deferred_sources:
             return None
-        first, second = split_program(transformations, set(state.deferred_sources))
+        first, second = spark_stages.split_program(transformations,
+                                                   set(state.deferred_sources))
         self._run_stage(env, first, state.stages, list(state.deferred_sources.values()),
                         job_name, submit)
         return submit(second, f"{job_name} (after Spark)")
@@ -133,13 +128,13 @@ class SparkStageRunner(ProgramRunner):
     def _run_stage(env: StreamExecutionEnvironment, first: Sequence[Any], stages: List[Any],
                    deferred: List[Any], name: str, submit: SubmitJob) -> None:
         for attempt in range(2):
-            if attempt == 0 or not all(stage_output_intact(s) for s in stages):
+            if attempt == 0 or not all(spark_stages.stage_output_intact(s) for s in stages):
                 for stage in stages:
-                    reset_stage(stage)
+                    spark_stages.reset_stage(stage)
                 submit(first, f"{name} (before Spark)").wait()
                 for stage in stages:
-                    record_stage_output(stage)
-            if all(stage_output_intact(s) for s in stages):
+                    spark_stages.record_stage_output(stage)
+            if all(spark_stages.stage_output_intact(s) for s in stages):
                 break
         else:
             raise RuntimeError("the Spark stage's files disappeared twice while converting")

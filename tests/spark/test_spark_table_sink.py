@@ -174,7 +174,8 @@ def test_batch_a_finished_consumers_table_output_is_committed_once(spark, tmp_pa
     env.set_parallelism(2)
     (env.from_source(NumberSequenceSource(0, n - 1), source_name="numbers")
         .key_by(lambda x: x % 16)
-        .map(ConsumerOneFailsAfterConsumerZeroCommitted(str(ledger), str(partitions), damage))
+        .map(ConsumerOneFailsAfterConsumerZeroCommitted(
+            str(ledger), str(partitions), damage, job_name="spark-batch-committed-once"))
         .name("consumer")
         .map(_to_row, output_type=Types.ROW_NAMED(["n"], [Types.LONG()]))
         .sink_to(SparkTableSink(out, output_type=Types.ROW_NAMED(["n"], [Types.LONG()]))))

@@ -12,8 +12,10 @@ a second time (under new part-file names, so nothing would notice).
 from __future__ import annotations
 
 import glob
+import json
 import os
-from typing import Any
+import urllib.request
+from typing import Any, Optional
 
 from flowray.common.files import safe_file_name
 from flowray.datastream import MapFunction
@@ -30,10 +32,16 @@ class ConsumerOneFailsAfterConsumerZeroCommitted(MapFunction):
     waits for that line, damages every blocking file from producer 0 to it under
     ``partitions`` (``damage``: truncate or delete) and fails."""
 
-    def __init__(self, ledger: str, partitions: str, damage: str) -> None:
+    def __init__(self, ledger: str, partitions: str, damage: str,
+                 job_name: Optional[str] = None) -> None:
+        """``job_name``: on Ray, consumer 1 also waits until the job master has seen
+        consumer 0 finish (its REST API counts the task FINISHED): consumer 0's close
+        comes before its result reaches the master, and a failure in between rightly
+        runs consumer 0 again, which is not the case this scenario is about."""
         if damage not in DAMAGES:
             raise ValueError(damage)
         self.ledger, self.partitions, self.damage = ledger, partitions, damage
+        self.job_name = job_name
 
     def open(self, runtime_context: Any) -> None:
         self.index = runtime_context.get_index_of_this_subtask()
@@ -49,6 +57,9 @@ class ConsumerOneFailsAfterConsumerZeroCommitted(MapFunction):
                 return value
             wait_until(lambda: os.path.exists(self.closed_file(self.ledger)), 120,
                        "consumer 0 to commit and close")
+            if self.job_name is not None:
+                wait_until(lambda: _master_saw_a_consumer_finish(self.job_name), 120,
+                           "the job master to see consumer 0 finish")
             damaged = self._damage()
             raise RuntimeError(f"consumer 1 fails after damaging {damaged}")
         return value
@@ -80,3 +91,23 @@ class ConsumerOneFailsAfterConsumerZeroCommitted(MapFunction):
     def closes_of_consumer_0(cls, ledger: str) -> int:
         with open(cls.closed_file(ledger)) as f:
             return len(f.read().splitlines())
+
+
+def _master_saw_a_consumer_finish(job_name: str) -> bool:
+    """Whether the job master of the running job ``job_name`` counts a subtask of the
+    "consumer" task FINISHED, by its REST API (found through the job's record)."""
+    from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_list
+
+    for key in _internal_kv_list(b"jobs/", namespace=b"flowray"):
+        record = json.loads(_internal_kv_get(key, namespace=b"flowray") or b"{}")
+        if record.get("job_name") != job_name or record.get("status") in (
+                "FINISHED", "FAILED", "CANCELED") or not record.get("web_url"):
+            continue
+        with urllib.request.urlopen(f"{record['web_url']}/jobs/{record['job_id']}",
+                                    timeout=10) as response:
+            job = json.load(response)
+        return any("consumer" in v.get("name", "") and
+                   (v.get("tasks", {}).get("FINISHED", 0) or
+                    v.get("tasks", {}).get("finished", 0)) >= 1
+                   for v in job.get("vertices", []))
+    return False
