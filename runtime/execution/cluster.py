@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from flowray.common.options import RAY_ADDRESS
 from flowray.common.configuration import Configuration
 
 __all__ = ["ensure_ray", "connect_cluster", "NoRayClusterError", "NAMESPACE", "auth_help",
-           "check_reachable", "use_token_if_present"]
+           "check_reachable", "use_token_if_present", "gcs_address", "gcs_client", "gcs_error",
+           "is_auth_error"]
 
 NAMESPACE = "flowray"
 
@@ -102,6 +103,40 @@ def connect_cluster(address: Optional[str] = None) -> None:
         raise NoRayClusterError(
             f"no running Ray cluster {where}: start one with `ray start --head` (then "
             f"use --address/RAY_ADDRESS if it is elsewhere) [{_first_line(e)}]") from None
+
+
+def gcs_address(address: Optional[str]) -> Optional[str]:
+    """``address``, else ``RAY_ADDRESS``, else the cluster ``ray start`` started on this
+    machine, as ``host:port``; ``None`` when there is none."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        return canonicalize_bootstrap_address(address or os.environ.get("RAY_ADDRESS"))
+    except (ConnectionError, ValueError):
+        return None
+
+
+def gcs_client(gcs: str) -> Any:
+    """A client of the GCS at ``gcs`` (reached without joining the cluster as a driver),
+    sending our token if we have one."""
+    from ray._raylet import GcsClient
+
+    use_token_if_present()
+    return GcsClient(address=gcs)
+
+
+def is_auth_error(e: BaseException) -> bool:
+    """Whether the cluster refused us for want of its token."""
+    text = str(e).lower()
+    return any(w in text for w in ("unauthenticated", "authentication", "auth token",
+                                   "permission denied"))
+
+
+def gcs_error(gcs: str, e: BaseException) -> "NoRayClusterError":
+    """The error to raise for ``e``, met talking to the GCS at ``gcs``."""
+    if is_auth_error(e):
+        return NoRayClusterError(auth_help(gcs))
+    return NoRayClusterError(f"cannot read the Ray cluster at {gcs}: {_first_line(e)}")
 
 
 def auth_help(address: str) -> str:

@@ -145,14 +145,12 @@ def read_job_records(address: Optional[str]) -> List[Dict[str, Any]]:
     """Every job record of the cluster at ``address`` (default: ``RAY_ADDRESS``, else the
     local one), read through a GCS client: this process does not become a Ray driver.
     Raises :class:`NoRayClusterError` when there is no cluster or it refuses us."""
-    from ray._private.services import canonicalize_bootstrap_address
-    from ray._raylet import GcsClient
-
     from flowray.runtime.execution.cluster import (
         NoRayClusterError,
-        auth_help,
         check_reachable,
-        use_token_if_present,
+        gcs_address,
+        gcs_client,
+        gcs_error,
     )
 
     given = address or os.environ.get("RAY_ADDRESS")
@@ -160,27 +158,18 @@ def read_job_records(address: Optional[str]) -> List[Dict[str, Any]]:
         raise NoRayClusterError(
             f"{given} is a dashboard's URL: give the cluster's address instead (HEAD:6379, "
             "as `ray start --head` printed it)")
-    try:
-        gcs = canonicalize_bootstrap_address(given)
-    except (ConnectionError, ValueError):
-        gcs = None
+    gcs = gcs_address(given)
     if gcs is None:
         raise NoRayClusterError(
             "no running Ray cluster on this machine: start one with `ray start --head` (then "
             "use --address/RAY_ADDRESS if it is elsewhere)")
     check_reachable(gcs)
-    use_token_if_present()
     try:
-        client = GcsClient(address=gcs)
+        client = gcs_client(gcs)
         keys = client.internal_kv_keys(KEY_PREFIX, KV_NAMESPACE)
         values = client.internal_kv_multi_get(keys, KV_NAMESPACE) if keys else {}
     except Exception as e:  # noqa: BLE001 - RpcError, authentication, timeouts
-        if "auth" in str(e).lower():
-            raise NoRayClusterError(auth_help(gcs)) from None
-        text = str(e).strip()
-        raise NoRayClusterError(f"cannot read the Ray cluster at {gcs}: "
-                                f"{text.splitlines()[0] if text else type(e).__name__}"
-                                ) from None
+        raise gcs_error(gcs, e) from None
     jobs, expired = decode_records(values, int(time.time() * 1000))
     for key in expired:
         try:

@@ -20,6 +20,10 @@ from flowray.runtime.execution.cluster import (
     NoRayClusterError,
     auth_help,
     check_reachable,
+    gcs_address,
+    gcs_client,
+    gcs_error,
+    is_auth_error,
     use_token_if_present,
 )
 
@@ -50,23 +54,6 @@ class SubmissionTarget:
         return f"SubmissionTarget({self.gcs_address!r}, {self.dashboard_url!r})"
 
 
-def _gcs_address(address: Optional[str]) -> Optional[str]:
-    """``address``, else ``RAY_ADDRESS``, else the cluster ``ray start`` started on this
-    machine; ``None`` when there is none."""
-    from ray._private.services import canonicalize_bootstrap_address
-
-    try:
-        return canonicalize_bootstrap_address(address or os.environ.get("RAY_ADDRESS"))
-    except (ConnectionError, ValueError):
-        return None
-
-
-def _auth_error(e: BaseException) -> bool:
-    text = str(e).lower()
-    return any(w in text for w in ("unauthenticated", "authentication", "auth token",
-                                   "permission denied"))
-
-
 def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]:
     """The cluster to submit to: ``address`` (a GCS ``host:port``, or the dashboard's
     ``http://host:port``), else ``RAY_ADDRESS``, else the cluster ``ray start`` started on
@@ -75,7 +62,7 @@ def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]
     when an address was given and nothing answers there, or it refused our token."""
     if address and address.startswith(("http://", "https://")):
         return SubmissionTarget(None, address.rstrip("/"))
-    gcs = _gcs_address(address)
+    gcs = gcs_address(address)
     if gcs is None:
         return None
     try:
@@ -84,18 +71,11 @@ def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]
         if address or os.environ.get("RAY_ADDRESS"):
             raise
         return None   # a stale record of a local cluster that has stopped
-    from ray._raylet import GcsClient
-
-    use_token_if_present()
     try:
-        client = GcsClient(address=gcs)
-        url = client.internal_kv_get(_DASHBOARD_KV_KEY, _DASHBOARD_KV_NAMESPACE, timeout=10)
+        url = gcs_client(gcs).internal_kv_get(_DASHBOARD_KV_KEY, _DASHBOARD_KV_NAMESPACE,
+                                              timeout=10)
     except Exception as e:  # noqa: BLE001 - Ray raises several kinds (RpcError, auth...)
-        if _auth_error(e):
-            raise NoRayClusterError(auth_help(gcs)) from None
-        raise NoRayClusterError(f"cannot read the Ray cluster at {gcs}: "
-                                f"{str(e).strip().splitlines()[0] if str(e).strip() else e!r}"
-                                ) from None
+        raise gcs_error(gcs, e) from None
     if not url:
         return None
     return SubmissionTarget(gcs, f"http://{url.decode()}")
@@ -114,7 +94,7 @@ def _client(target: SubmissionTarget):  # -> JobSubmissionClient
     try:
         return JobSubmissionClient(target.dashboard_url)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, auth...
-        if _auth_error(e):
+        if is_auth_error(e):
             raise JobSubmissionError(auth_help(target.dashboard_url)) from None
         hint = ""
         if "://127." in target.dashboard_url or "://localhost" in target.dashboard_url:
