@@ -18,13 +18,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from typing import Dict, List, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: top-level folders installed as subpackages of flowray (pyproject's package-dir)
-SUBPACKAGES = ("runtime", "operators", "state")
+from _revision import ROOT, env_for, export_revision
 
 _MEASURE = r"""
 import json, sys
@@ -46,24 +43,8 @@ print("RESULT " + json.dumps({{"rps": {n} / r["running_s"], "count": r["count"],
 """
 
 
-def export_revision(rev: str, into: str) -> str:
-    """``into``/flowray laid out as installed, from git revision ``rev``."""
-    archive = os.path.join(into, "src.tar")
-    subprocess.run(["git", "-C", ROOT, "archive", "-o", archive, rev], check=True)
-    src = os.path.join(into, "src")
-    with tarfile.open(archive) as tar:
-        tar.extractall(src)
-    site = os.path.join(into, "site")
-    shutil.copytree(os.path.join(src, "flowray"), os.path.join(site, "flowray"))
-    for sub in SUBPACKAGES:
-        shutil.copytree(os.path.join(src, sub), os.path.join(site, "flowray", sub))
-    return site
-
-
 def measure(site: Optional[str], n: int, keys: int, p: int, transport: str) -> Dict:
-    env = dict(os.environ)
-    if site is not None:
-        env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+    env = env_for(site)
     code = _MEASURE.format(bench=os.path.join(ROOT, "benchmarks"), n=n, keys=keys, p=p,
                            transport=transport)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -5,22 +5,43 @@
 ...     Configuration().set_string("execution.target", "local"))
 >>> env.from_collection([1, 2, 3]).map(lambda x: x * 10).execute_and_collect(limit=3)
 [10, 20, 30]
+
+The API's names are imported on first use (``from flowray import X``, ``flowray.X``,
+``from flowray import *``): a task or job master process, which imports only the runtime
+it needs (``flowray.runtime...``), starts without loading the whole API.
 """
 
-from flowray.common import *  # noqa: F403
-from flowray.common import __all__ as _common_all
-from flowray.datastream import *  # noqa: F403
-from flowray.datastream import __all__ as _datastream_all
-from flowray.datastream.connectors import *  # noqa: F403
-from flowray.datastream.connectors import __all__ as _connectors_all
-from flowray.datastream.window import *  # noqa: F403
-from flowray.datastream.window import __all__ as _window_all
-from flowray.runtime.execution.serialization import FunctionSerializationError
-from flowray.runtime.graph.transformations import GraphError
-
-# plug-ins: each registers its keys, methods and program runner on import
-import flowray.spark  # noqa: F401  (Spark through RayDP)
+from typing import Any, List
 
 __version__ = "0.1.0"
-__all__ = (_common_all + _datastream_all + _connectors_all + _window_all
-           + ["FunctionSerializationError", "GraphError"])
+
+#: where the package's names come from (each module's ``__all__``)
+_API_MODULES = ("flowray.common", "flowray.datastream", "flowray.datastream.connectors",
+                "flowray.datastream.window")
+_EXTRA = {"FunctionSerializationError": "flowray.runtime.execution.serialization",
+          "GraphError": "flowray.runtime.graph.transformations"}
+
+
+def _api() -> List[Any]:
+    import importlib
+    return [importlib.import_module(m) for m in _API_MODULES]  # (the API loads plug-ins)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__all__":
+        names: List[str] = []
+        for module in _api():
+            names += list(module.__all__)
+        value: Any = names + sorted(_EXTRA)
+    elif name in _EXTRA:
+        import importlib
+        value = getattr(importlib.import_module(_EXTRA[name]), name)
+    else:
+        for module in _api():
+            if name in getattr(module, "__all__", ()):
+                value = getattr(module, name)
+                break
+        else:
+            raise AttributeError(f"module 'flowray' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -6,10 +6,10 @@ per key and fire through the same function (``on_timer``) with that key current.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowray.common.sentinels import MISSING
-from flowray.common.types import Row
+from flowray.common.types import Row, RowKind
 from flowray.operators.base import (
     OneInputOperator,
     TwoInputOperator,
@@ -258,6 +258,26 @@ def _tuple_field_sum(length: int, field: int) -> Callable[[Any, Any], Any]:
     return eval(f"lambda a, b: ({items},)")  # built from integer indices only
 
 
+def _row_field_sum(cls: type, length: int, field: int) -> Callable[[Any, Any], Any]:
+    """``_tuple_field_sum`` for rows of the Row class ``cls`` (kind INSERT, the class's
+    names): the fields unpacked, not indexed (a Row's ``[]`` is Python code).
+
+    >>> from flowray.common.types import Row, RowKind
+    >>> r = Row(k="a", n=1)
+    >>> _row_field_sum(type(r), 2, 1)(r, Row(k="a", n=2))
+    Row(k='a', n=3)
+    """
+    if not -length <= field < length:
+        return lambda a, b: a[field]  # IndexError, as for tuples
+    i = field % length
+    xs = ", ".join(f"x{j}" for j in range(length))
+    items = ", ".join(f"x{j} + b[{j}]" if j == i else f"x{j}" for j in range(length))
+    src = f"def add(a, b):\n    {xs}, = a\n    return new(cls, ({items},))\n"
+    namespace: Dict[str, Any] = {"new": tuple.__new__, "cls": cls}
+    exec(compile(src, "<row field sum>", "exec"), namespace)  # noqa: S102 - integer indices only
+    return namespace["add"]
+
+
 def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
     """The reduce function behind ``sum``/``min``/``max``/``min_by``/``max_by``.
 
@@ -278,6 +298,7 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
 
     if kind == "sum":
         tuple_sums: Dict[int, Callable[[Any, Any], Any]] = {}
+        row_sums: Dict[Tuple[type, int], Callable[[Any, Any], Any]] = {}
 
         def agg(a: Any, b: Any) -> Any:
             if type(a) is tuple and type(field) is int:
@@ -286,6 +307,12 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
                     add = tuple_sums[len(a)] = _tuple_field_sum(len(a), field)
                 return add(a, b)
             if type(field) is int and isinstance(a, Row):  # keeps names and row kind
+                cls = type(a)
+                if a._row_kind is _INSERT and a._fields is cls._fields:  # a plain row
+                    add = row_sums.get((cls, len(a)))
+                    if add is None:
+                        add = row_sums[(cls, len(a))] = _row_field_sum(cls, len(a), field)
+                    return add(a, b)
                 items = list(a)
                 items[field] += b[field]
                 return a._with_values(items)
@@ -493,6 +520,7 @@ class KeyedReduceOperator(OneInputOperator):
 
 
 _MISSING = MISSING
+_INSERT = RowKind.INSERT
 
 
 class QueryableStateSinkOperator(OneInputOperator):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from flowray.common.constants import MAX_WATERMARK
+from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import (
     MapStateDescriptor,
     StateDescriptor,
@@ -24,6 +24,9 @@ from flowray.state.descriptors import (
     ValueStateDescriptor,
 )
 from flowray.state.heap_backend import HeapKeyedStateBackend
+from flowray.state.key_groups import KeyGroupAssigner
+from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
+from flowray.state.keyed_backend import StateAccessError
 from flowray.state.namespaced import NamespacedKeyedStateStore, NamespacedStates
 
 from flowray.operators.base import (
@@ -35,6 +38,7 @@ from flowray.operators.base import (
 )
 from flowray.operators.output_tag import OutputTag, ResultCollector
 from flowray.operators.timers import InternalTimerService
+from flowray.operators.windowing.aligned_panes import AlignedPanes
 from flowray.operators.windowing.assigners import (
     MergingWindowAssigner,
     WindowAssigner,
@@ -87,6 +91,10 @@ class PaneContents:
     def add(self, contents: Any, record: Any) -> Any:
         """``contents`` with ``record`` folded in (after :meth:`open`)."""
         raise RuntimeError("PaneContents.open() was not called")
+
+    def reduce_function(self) -> Optional[Callable[[Any, Any], Any]]:
+        """The user's reduce function, resolved (``reduce`` panes, after :meth:`open`)."""
+        return self._reduce if self.kind == "reduce" else None
 
     def merge(self, a: Any, b: Any) -> Any:
         if a is None:
@@ -246,9 +254,22 @@ class WindowOperator(OneInputOperator):
         self._event_time = self.assigner.is_event_time()
         self.contents.open(self.name)
         self._add_to_pane = self._pane_adder()
+        # aligned event-time windows under their default trigger fold a batch at a time
+        self._aligned = (AlignedPanes(self.assigner, self.contents.add,
+                                      self.contents.reduce_function())
+                         if not self._merging and AlignedPanes.applies(self.assigner,
+                                                                       self.trigger)
+                         else None)
+        self._heap_contents = (backend.get_state_table(self.CONTENTS, StateKind.MAP)
+                               if isinstance(backend, HeapKeyedStateBackend) else None)
+        self._assign_key_group = KeyGroupAssigner(backend.max_parallelism)
+        on_event_time = (self._on_event_time if self._aligned is None
+                         else self._on_aligned_event_time)
+        # a window function that keeps no per-window state has nothing to clear
+        self._clears_windows = self.window_function.clears_windows()
         self.timer_service = InternalTimerService(
             self.uid or self.name, backend, ctx.processing_time_service,
-            self._on_event_time, self._on_processing_time)
+            on_event_time, self._on_processing_time)
         self.timer_service.restore()
         try:
             open_function(self.window_function, self._runtime_context)
@@ -263,6 +284,20 @@ class WindowOperator(OneInputOperator):
 
     # -- records -----------------------------------------------------------------------
     def process_batch(self, records, key_groups, timestamps=None):
+        if self._aligned is not None and timestamps is not None and records:
+            try:
+                lowest = min(timestamps)
+            except TypeError:  # a record without a timestamp: the per-record path says so
+                lowest = None
+            if lowest is not None and lowest > MIN_WATERMARK:
+                self._process_aligned(records, key_groups, timestamps, lowest)
+                self._collector.flush()
+                return
+        self._process_records(records, key_groups, timestamps)
+        self._collector.flush()
+
+    def _process_records(self, records, key_groups, timestamps) -> None:
+        """The per-record path: assigner, trigger and lateness consulted for each record."""
         set_key, key_of = self._backend.set_current_key, self._key_of
         process = self._process_merging if self._merging else self._process_record
         try:
@@ -273,7 +308,71 @@ class WindowOperator(OneInputOperator):
             raise
         except Exception as e:
             raise self.user_error(e) from e
-        self._collector.flush()
+
+    def _process_aligned(self, records: List[Any], key_groups: Optional[List[int]],
+                         timestamps: List[int], lowest: int) -> None:
+        """Fold the batch a batch at a time (:class:`AlignedPanes`). A record at or behind
+        the watermark (it may fire its window at once, or be late) takes the per-record
+        path in its place in the batch, so every pane still sees its records in order."""
+        try:
+            keys = [self._key_of(r) for r in records]
+        except Exception as e:
+            raise self.user_error(e) from e
+        if not set(map(type, keys)) <= PLAIN_KEY_TYPES:
+            keys = [k if type(k) in PLAIN_KEY_TYPES else canonical_key(k) for k in keys]
+        if key_groups is None:
+            key_groups = self._key_groups_of(keys)
+        watermark = self.current_watermark
+        if lowest > watermark:
+            return self._fold_aligned(records, keys, key_groups, timestamps)
+        begin = 0
+        for i, ts in enumerate(timestamps):
+            if ts <= watermark:
+                self._fold_aligned(records[begin:i], keys[begin:i], key_groups[begin:i],
+                                   timestamps[begin:i])
+                self._process_records([records[i]], [key_groups[i]], [ts])
+                begin = i + 1
+        self._fold_aligned(records[begin:], keys[begin:], key_groups[begin:],
+                           timestamps[begin:])
+
+    def _key_groups_of(self, keys: List[Any]) -> List[int]:
+        key_groups = self._assign_key_group.assign_batch(keys)
+        kg_range = self._backend.key_group_range
+        for k, kg in zip(keys, key_groups):
+            if kg not in kg_range:
+                raise StateAccessError(
+                    f"{self.name}: key {k!r} belongs to key group {kg}, outside this "
+                    f"subtask's range [{kg_range.start}, {kg_range.end}]; is the key "
+                    "selector deterministic?")
+        return key_groups
+
+    def _fold_aligned(self, records: List[Any], keys: List[Any], key_groups: List[int],
+                      timestamps: List[int]) -> None:
+        if not records:
+            return
+        aligned, set_key = self._aligned, self._backend.set_current_key
+        try:
+            if self._heap_contents is not None:
+                new = aligned.fold_heap(self._heap_contents, self._backend.key_group_range.start,
+                                        records, keys, key_groups, timestamps)
+            else:
+                new = aligned.fold_by_key(self._contents_state, set_key, records, keys,
+                                          key_groups, timestamps)
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
+        # the trigger's timer (the window's end) and the cleanup timer, once per new pane
+        register = self.timer_service.register_event_time_timer
+        lateness = self.allowed_lateness
+        for k, kg, w in new:
+            set_key(k, kg)
+            end = w[1] - 1
+            register(w, end)
+            if lateness:
+                cleanup = self._cleanup_time(w)
+                if cleanup != MAX_WATERMARK:
+                    register(w, cleanup)
 
     def _process_record(self, record: Any, timestamp: Optional[int]) -> None:
         windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)
@@ -421,6 +520,25 @@ class WindowOperator(OneInputOperator):
 
     def _on_event_time(self, time: int, window: Any) -> None:
         self._on_timer(self.trigger.on_event_time, time, window)
+
+    def _on_aligned_event_time(self, time: int, window: Any) -> None:
+        """``_on_event_time`` for aligned windows under ``EventTimeTrigger`` (no merging):
+        fire at the window's end, clean up at the cleanup time; the trigger's only timer
+        is the one firing, so there is nothing of it to clear."""
+        try:
+            state = self._contents_state
+            if time == window[1] - 1:
+                contents = state.get(window)
+                if contents is not None:
+                    self._emit(window, contents)
+            if time == self._cleanup_time(window):
+                state.remove(window)
+                if self._clears_windows:
+                    self.window_function.clear(window, self._window_ctx.bind(window))
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
 
     def _on_processing_time(self, time: int, window: Any) -> None:
         self._on_timer(self.trigger.on_processing_time, time, window)

@@ -48,6 +48,47 @@ def ray_session():
     ray.shutdown()
 
 
+def _job_masters():
+    """Names of the running flowray job masters on the test session's Ray."""
+    import ray
+    from flowray.runtime.execution.cluster import NAMESPACE
+    from flowray.runtime.execution.job_directory import MASTER_SUFFIX
+    if not ray.is_initialized():
+        return set()
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+             if a.get("namespace") == NAMESPACE and a["name"].endswith(MASTER_SUFFIX)]
+    return set(names)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, "_report_" + report.when, report)
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _stop_jobs_a_failed_test_left(request):
+    """A Ray test that fails may leave its jobs running (an assertion before the job's
+    end): they would take the next tests' CPU. Their job masters are killed (their tasks
+    go with them); jobs that were running before the test are left alone."""
+    if "ray_session" not in request.fixturenames:
+        yield
+        return
+    before = _job_masters()
+    yield
+    report = getattr(request.node, "_report_call", None)
+    if report is None or not report.failed:
+        return
+    import ray
+    from flowray.runtime.execution.cluster import NAMESPACE
+    for name in _job_masters() - before:
+        try:
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+        except Exception:  # noqa: BLE001 - it ended meanwhile
+            pass
+
+
 @pytest.fixture
 def env(ray_session):
     from flowray import StreamExecutionEnvironment

@@ -2,13 +2,13 @@
 
 >>> from flowray.common.options import BUFFER_TIMEOUT
 >>> c = Configuration()
->>> _ = c.set_string("execution.buffer-timeout", "50 ms")
+>>> _ = c.set_string("execution.buffer-timeout.interval", "50 ms")
 >>> c.get(BUFFER_TIMEOUT)
 50
 >>> Configuration().set_string("execution.bufer-timeout", "1")
 Traceback (most recent call last):
 ...
-flowray.common.configuration.ConfigurationError: unknown configuration key 'execution.bufer-timeout' (did you mean 'execution.buffer-timeout'?)
+flowray.common.configuration.ConfigurationError: unknown configuration key 'execution.bufer-timeout' (did you mean 'execution.buffer-timeout.interval'?)
 
 A Flink 1.x name still works as a deprecated key of its option, as Flink's
 ``ConfigOption.withDeprecatedKeys``: its value is kept under the option's key (which wins
@@ -38,6 +38,8 @@ __all__ = [
     "ConfigOption",
     "all_options",
     "deprecated_keys",
+    "load_plugins",
+    "PLUGIN_MODULES",
     "parse_count_or_infinite",
     "Configuration",
 ]
@@ -236,6 +238,25 @@ def register_option(
     return opt
 
 
+#: modules that register configuration keys when imported (plug-ins); a process that did
+#: not import them (a task's, a job master's) loads them at the first unknown key
+PLUGIN_MODULES = ("flowray.spark",)
+_plugins_loaded = False
+
+
+def load_plugins() -> bool:
+    """Import the plug-ins once (the API does, on import); True if this call did (a key
+    may be known now)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return False
+    _plugins_loaded = True
+    import importlib
+    for module in PLUGIN_MODULES:
+        importlib.import_module(module)
+    return True
+
+
 def register_passthrough_prefix(prefix: str, owner: str) -> None:
     """Accept every key under ``prefix`` as a string and hand it to ``owner`` as is (a
     plug-in's own namespace, e.g. ``spark.`` for Spark)."""
@@ -301,9 +322,13 @@ class Configuration:
             for prefix, owner in _PASSTHROUGH.items():
                 if key.startswith(prefix) and len(key) > len(prefix):
                     return ConfigOption(key, parse_str, None, f"passed to {owner} as is")
+        if opt is None and load_plugins():   # a plug-in's key, its plug-in not loaded yet
+            return Configuration._lookup(key)
         if opt is None:
-            close = difflib.get_close_matches(key, list(_REGISTRY), n=1, cutoff=0.75)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            # a deprecated key counts as its option's key (the one to suggest)
+            close = difflib.get_close_matches(key, [*_REGISTRY, *_DEPRECATED], n=1,
+                                              cutoff=0.75)
+            hint = f" (did you mean {_current_key(close[0])!r}?)" if close else ""
             raise ConfigurationError(f"unknown configuration key {key!r}{hint}")
         return opt
 

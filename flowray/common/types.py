@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import copyreg
 from enum import Enum
+from functools import partial
+from operator import attrgetter
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["Row", "RowKind"]
+__all__ = ["Row", "RowKind", "rows_for_pickling"]
 
 
 class RowKind(Enum):
@@ -50,6 +52,7 @@ _SHORT = ("+I", "-U", "+U", "-D")
 _KINDS = tuple(RowKind)
 _INSERT = RowKind.INSERT
 _NEW_TUPLE = tuple.__new__
+_TUPLE_GETITEM = tuple.__getitem__
 
 
 class _RowClass(type):
@@ -180,12 +183,14 @@ class Row(tuple, metaclass=_RowClass):
         raise AttributeError(item)
 
     def __getitem__(self, item: Any) -> Any:
+        if type(item) is int:   # the common case first: r[0] in a key selector
+            return _TUPLE_GETITEM(self, item)
         if isinstance(item, str):
             fields = self._fields
             if fields is None or item not in fields:
                 raise KeyError(item)
-            return tuple.__getitem__(self, fields.index(item))
-        return tuple.__getitem__(self, item)
+            return _TUPLE_GETITEM(self, fields.index(item))
+        return _TUPLE_GETITEM(self, item)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise TypeError("a flowray Row is immutable (a tuple); build a new one, e.g. "
@@ -286,3 +291,52 @@ def _create_row(fields: Optional[Sequence[str]], values: Tuple[Any, ...],
 def _named_row(fields: Tuple[str, ...], values: Tuple[Any, ...]) -> Row:
     """Unpickles rows pickled before row kinds existed."""
     return _create_row(fields, values)
+
+
+# -- batches of rows on the wire -------------------------------------------------------------
+_KIND_OF = attrgetter("_row_kind")
+_FIELDS_OF = attrgetter("_fields")
+
+
+class _NamedRowBatch:
+    """A list of named rows of one schema, all ``INSERT``, pickled as the field names and
+    plain tuples (no per-row ``__reduce_ex__``); it unpickles as the list of rows."""
+
+    __slots__ = ("fields", "values")
+
+    def __init__(self, fields: Tuple[str, ...], values: List[tuple]) -> None:
+        self.fields = fields
+        self.values = values
+
+    def __reduce__(self) -> Any:
+        return (_named_rows, (self.fields, self.values))
+
+
+def _named_rows(fields: Tuple[str, ...], values: List[tuple]) -> List[Row]:
+    return list(map(partial(_NEW_TUPLE, _class_for(tuple(fields))), values))
+
+
+def rows_for_pickling(records: List[Any]) -> Any:
+    """What to pickle for the batch ``records``: the list itself, or, when it holds only
+    named rows of one schema and kind ``INSERT``, a stand-in that pickles as their field
+    names and plain tuples and unpickles as an equal list of rows (a channel's batch of
+    ``Types.ROW_NAMED`` records then costs about what a batch of tuples does).
+
+    >>> import pickle
+    >>> rows = [Row(k="a", v=1), Row(k="b", v=2)]
+    >>> back = pickle.loads(pickle.dumps(rows_for_pickling(rows)))
+    >>> back == rows and [r.k for r in back] == ["a", "b"]
+    True
+    >>> rows_for_pickling([1, 2])
+    [1, 2]
+    """
+    if not records:
+        return records
+    cls = type(records[0])
+    fields = cls.__dict__.get("_fields")   # only a named row class holds its names
+    if fields is None or not issubclass(cls, Row):
+        return records
+    if (len(set(map(type, records))) != 1 or set(map(_KIND_OF, records)) != {_INSERT}
+            or set(map(id, map(_FIELDS_OF, records))) != {id(fields)}):
+        return records
+    return _NamedRowBatch(fields, list(map(tuple, records)))

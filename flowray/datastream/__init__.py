@@ -73,3 +73,8 @@ from flowray.datastream.data_stream import (  # noqa: E402
 )
 
 __all__ += ["IterativeStream", "ConnectedIterativeStreams"]
+
+# plug-ins (Spark via RayDP) register their keys, methods and program runner on import
+from flowray.common.configuration import load_plugins as _load_plugins  # noqa: E402
+
+_load_plugins()

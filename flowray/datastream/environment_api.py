@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from flowray.common.compat import not_implemented, warn_once
 from flowray.common.configuration import Configuration
 from flowray.common.execution_config import ExecutionConfig
-from flowray.common.options import BUFFER_TIMEOUT
+from flowray.common.options import buffer_timeout_ms
 from flowray.common.pyflink_options import (
     OPERATOR_CHAINING,
 )
@@ -91,7 +91,8 @@ class EnvironmentApiMixin:
         return False
 
     def get_buffer_timeout(self) -> int:
-        return self._config.get(BUFFER_TIMEOUT)
+        """The job's buffer timeout in milliseconds (``-1``: flush only when full)."""
+        return buffer_timeout_ms(self._config)
 
     def get_state_backend(self) -> StateBackend:
         """The state backend the configuration selects (``state.backend.type``)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from flowray.common.compat import not_implemented
+from flowray.common.options import check_buffer_timeout
 from flowray.runtime.graph.transformations import GraphError
 from flowray.runtime.network.custom_partitioner import CustomPartitionerWrapper
 from flowray.runtime.network.partitioners import RescalePartitioner
@@ -151,9 +152,18 @@ class DataStreamApiMixin:
     def get_execution_config(self) -> "ExecutionConfig":
         return self._env.get_config()  # type: ignore[attr-defined]
 
-    set_buffer_timeout = not_implemented(
-        "DataStream.set_buffer_timeout",
-        "set it for the whole job with env.set_buffer_timeout(timeout_millis)")
+    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        """How long this operator's output records may wait in a channel batch before it
+        is sent (milliseconds; ``0``: at once, ``-1``: only when full); overrides
+        ``env.set_buffer_timeout`` / ``execution.buffer-timeout`` for this operator.
+
+        >>> from flowray.datastream import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> ds = env.from_collection([1, 2]).map(lambda x: x).set_buffer_timeout(5)
+        """
+        self._physical("a buffer timeout").buffer_timeout_ms = (  # type: ignore
+            check_buffer_timeout(timeout_millis))
+        return self  # type: ignore[return-value]
     cache = not_implemented(
         "DataStream.cache",
         "write the stream to a file sink (FileSink) and read it back with FileSource in "

@@ -34,6 +34,7 @@ from flowray.common.options import (
     PARALLELISM,
     PIPELINE_NAME,
     SAVEPOINT_PATH,
+    check_buffer_timeout,
 )
 from flowray.common.restart_strategy import RestartStrategyConfiguration
 from flowray.common.type_conversion import record_converter
@@ -161,7 +162,11 @@ class StreamExecutionEnvironment(EnvironmentApiMixin):
         return self._max_parallelism
 
     def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
-        self._config.set_string("execution.buffer-timeout", f"{int(timeout_millis)} ms")
+        """How long a record may wait in a channel batch (``execution.buffer-timeout``):
+        a positive number of milliseconds, ``0`` (send after every batch an operator
+        emits: lowest latency) or ``-1`` (send only full batches: highest throughput)."""
+        self._config.set_string("execution.buffer-timeout.interval",
+                                str(check_buffer_timeout(timeout_millis)))
         return self
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode

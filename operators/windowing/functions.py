@@ -227,6 +227,10 @@ class InternalWindowFunction(Function, abc.ABC, Generic[IN, OUT, KEY, W]):
     def clear(self, window: W, context: "InternalWindowFunction.InternalWindowContext") -> None:
         """The window expired: let a process function clean its per-window state."""
 
+    def clears_windows(self) -> bool:
+        """False if :meth:`clear` does nothing (the operator may skip calling it)."""
+        return True
+
 
 class _ContextView(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
     """The user's context for one evaluation: the window plus the operator's context."""
@@ -297,6 +301,9 @@ class _Adapter(InternalWindowFunction):
     def clear(self, window: Any, context: InternalWindowFunction.InternalWindowContext) -> None:
         pass
 
+    def clears_windows(self) -> bool:
+        return False
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._wrapped_function!r})"
 
@@ -332,6 +339,9 @@ class _ProcessAdapter(_Adapter):
         clear = getattr(self._wrapped_function, "clear", None)
         if callable(clear) and self._call is not self._wrapped_function:
             clear(_ContextView(window, context))
+
+    def clears_windows(self) -> bool:
+        return True
 
 
 class _ProcessAllAdapter(_ProcessAdapter):

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 import ray
@@ -112,7 +112,7 @@ class JobMaster(TaskDeployer):
     def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
                  name_prefix: str, detached: bool = False,
                  submitted_ms: Optional[int] = None,
-                 display_name: Optional[str] = None) -> None:
+                 display_name: Optional[str] = None, actor_pool: Any = None) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
         self.job = job
@@ -148,11 +148,19 @@ class JobMaster(TaskDeployer):
         self.blocklist = NodeBlocklist()
         self.nodes: Dict[SubtaskId, str] = {}  # node of each task's actor
         self._actor_names: Dict[SubtaskId, str] = {}
+        #: the driver's warm task actors (task_actor_pool.py), None: start our own
+        self.actor_pool = actor_pool
+        #: subtasks whose actor is the pool's (given back, not killed, when they finished)
+        self._pooled: Set[SubtaskId] = set()
+        #: each task actor's epoch (its ``address``): calls name it, so that a pooled
+        #: actor hosting a later task drops what was meant for this one
+        self._epochs: Dict[SubtaskId, int] = {}
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._started = time.monotonic()
         #: (wall-clock s, event, subtask key) of deployments and failures, newest last
         self._trace: "deque[Tuple[float, str, str]]" = deque(maxlen=512)
+        self._trace.append((time.time(), "master", ""))  # where a job's start goes
         self.scheduler = JobScheduler(job.job_id, job.job_name, self.eg, job.plan_bytes, self,
                                       SystemClock(), job.config,
                                       initial_checkpoint=job.restore_checkpoint)
@@ -168,7 +176,8 @@ class JobMaster(TaskDeployer):
         # is started while a deployment is on its way, nor before a checkpoint completed
         # after it (checkpointing on): a new process competes for CPU with the tasks
         standbys = config.get(STANDBY_TASKS)
-        if isinstance(self.scheduler.restart_strategy, NoRestartStrategy):
+        if isinstance(self.scheduler.restart_strategy, NoRestartStrategy) \
+                or actor_pool is not None:   # (the pool's idle actors are warm already)
             standbys = 0
         self.standbys = StandbyActors(standbys, name_prefix, job.job_id)
         self._standby_hold = True
@@ -290,12 +299,10 @@ class JobMaster(TaskDeployer):
                                                 traceback.format_exc(), False)
                 sched.status = JobStatus.FAILED
         finally:
-            self._kill(list(self.actors))
+            # (no waiting for the killed actors' names: they hold this job's id, which
+            # no other job has; a restarted master frees them in _free_names)
+            self._give_back_or_kill()
             self.standbys.stop()
-            deadline = time.monotonic() + 10.0  # a dead node's actors may hold theirs
-            for s in list(self.actors):
-                name_free(self._actor_names.get(s, self._name(s)),
-                          max(0.0, deadline - time.monotonic()))
         with self._lock:
             sched.clean_up_storage()  # no task is left to upload anything
             discard_local_state(self.job.config, self.job.job_id)  # on this node
@@ -366,6 +373,7 @@ class JobMaster(TaskDeployer):
             return
         self._mark("address", s)
         self.nodes[s] = address.get("node_id", "")
+        self._epochs[s] = address.get("epoch")
         self.deployments.on_address(s, address)
 
     def _wire_ready(self) -> None:
@@ -444,11 +452,16 @@ class JobMaster(TaskDeployer):
             d.channel_secret = self.job.channel_secret
         self.deployments.start(attempt, subtasks, time.monotonic() + self.deploy_timeout_s)
         self._standby_hold = True
+        pooled = self._take_pooled(descriptors, strategy)
         for d in descriptors:
             s = d.subtask
             self._mark("deploy", s)
             self.standbys.learn(d)
+            self._pooled.discard(s)
             if s in old and self._deploy_into_standby(d, avoid):
+                continue
+            if s in pooled:
+                self._deploy_into_pooled(d, *pooled[s])
                 continue
             try:
                 self.actors[s] = self._create_actor(d, strategy)
@@ -489,6 +502,51 @@ class JobMaster(TaskDeployer):
                      "tasks", len(avoid))
         return avoid
 
+    # -- the driver's pool of warm task actors -----------------------------------------
+    def _take_pooled(self, descriptors: List[TaskDeploymentDescriptor],
+                     strategy: Any) -> Dict[SubtaskId, Tuple[str, Any]]:
+        """Actors from the driver's pool for the tasks that may run in one: no node to
+        avoid, no Ray resources of their own (one call for the whole deployment)."""
+        if self.actor_pool is None or strategy is not None:
+            return {}
+        fits = [d for d in descriptors if not d.resources]
+        if not fits:
+            return {}
+        try:
+            taken = ray.get(self.actor_pool.take.remote(
+                self.job.job_id, [task_threads(d) for d in fits]), timeout=30)
+        except Exception as e:  # noqa: BLE001 - no pool: the job starts its own actors
+            log.warning("flowray: the driver's task actor pool did not answer (%s); "
+                        "starting task actors", e)
+            return {}
+        return {d.subtask: t for d, t in zip(fits, taken) if t is not None}
+
+    def _deploy_into_pooled(self, d: TaskDeploymentDescriptor, name: str, handle: Any) -> None:
+        s = d.subtask
+        self.actors[s] = handle
+        self._actor_names[s] = name
+        self._pooled.add(s)
+        self._address_refs[handle.assign.remote(d, self.me)] = s
+        self._mark("created", s)
+
+    def _give_back_or_kill(self) -> List[SubtaskId]:
+        """At the job's end: a finished job's pooled actors go back to the pool; every
+        other actor is killed. The subtasks whose actors were killed."""
+        pooled = [s for s in self.actors if s in self._pooled]
+        if pooled and self.scheduler.status is JobStatus.FINISHED:
+            names = [self._actor_names[s] for s in pooled]
+            try:
+                ray.get(self.actor_pool.give_back.remote(self.job.job_id, names), timeout=30)
+            except Exception as e:  # noqa: BLE001 - they are the pool's to clean up
+                log.warning("flowray: giving task actors back to the pool failed: %s", e)
+            for s in pooled:
+                self.actors.pop(s, None)
+        killed = list(self.actors)
+        self._kill(killed)
+        if self.actor_pool is not None:
+            self.actor_pool.drop_job.remote(self.job.job_id)   # any pooled left: killed
+        return killed
+
     # -- warm standby task actors ----------------------------------------------------
     def _deploy_into_standby(self, d: TaskDeploymentDescriptor, avoid: set) -> bool:
         """Give ``d`` to a standby actor (its address comes back as a new actor's
@@ -516,6 +574,11 @@ class JobMaster(TaskDeployer):
         """Kill the task actors a dead master left (every ``<prefix>/...`` name but
         this master's own)."""
         prefix, mine = self.name_prefix + "/", self.name_prefix + "/jobmaster"
+        if self.actor_pool is not None:   # the dead master's pooled actors
+            try:
+                ray.get(self.actor_pool.drop_job.remote(self.job.job_id), timeout=30)
+            except Exception:  # noqa: BLE001 - the pool is gone: so are its actors
+                pass
         try:
             named = ray.util.list_named_actors(all_namespaces=True)
         except Exception:  # noqa: BLE001 - nothing to free then
@@ -543,7 +606,7 @@ class JobMaster(TaskDeployer):
                 continue
             actor = self.actors.get(s)
             if actor is not None:
-                actor.cancel.remote()
+                actor.cancel.remote(epoch=self._epochs.get(s))
 
     def kill(self, subtasks) -> None:
         self._kill(list(subtasks))
@@ -553,6 +616,10 @@ class JobMaster(TaskDeployer):
             actor = self.actors.get(s)
             if actor is not None:
                 kill_quietly(actor)
+        gone = [self._actor_names[s] for s in subtasks
+                if s in self._pooled and s in self.actors and s in self._actor_names]
+        if gone and self.actor_pool is not None:
+            self.actor_pool.forget.remote(gone)
         dead = set(subtasks)
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
         self._address_refs = {r: v for r, v in self._address_refs.items() if v not in dead}
@@ -564,37 +631,40 @@ class JobMaster(TaskDeployer):
         actor = self.actors.get(subtask)
         self._mark(f"trigger:{checkpoint_id}", subtask)
         if actor is not None:
-            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint, location)
+            actor.trigger_checkpoint.remote(checkpoint_id, timestamp_ms, is_savepoint, location,
+                                            epoch=self._epochs.get(subtask))
 
     def stop_sources(self, subtasks, stop_mode: int) -> None:
         for s in subtasks:
             actor = self.actors.get(s)
             if actor is not None:
-                actor.stop_source.remote(stop_mode)
+                actor.stop_source.remote(stop_mode, epoch=self._epochs.get(s))
 
     def notify_complete(self, subtask, checkpoint_id) -> None:
         self._mark(f"complete:{checkpoint_id}", subtask)
         self._standby_hold = False  # every task runs again
         actor = self.actors.get(subtask)
         if actor is not None:
-            actor.notify_checkpoint_complete.remote(checkpoint_id)
+            actor.notify_checkpoint_complete.remote(checkpoint_id,
+                                                    epoch=self._epochs.get(subtask))
 
     def notify_aborted(self, subtask, checkpoint_id, reason) -> None:
         actor = self.actors.get(subtask)
         if actor is not None:
-            actor.notify_checkpoint_aborted.remote(checkpoint_id)
+            actor.notify_checkpoint_aborted.remote(checkpoint_id,
+                                                   epoch=self._epochs.get(subtask))
 
     def request_loop_counters(self, subtasks, iteration, wave) -> None:
         for s in subtasks:
             actor = self.actors.get(s)
             if actor is not None:
-                actor.report_loop_counters.remote(iteration, wave)
+                actor.report_loop_counters.remote(iteration, wave, epoch=self._epochs.get(s))
 
     def end_loop(self, subtasks) -> None:
         for s in subtasks:
             actor = self.actors.get(s)
             if actor is not None:
-                actor.end_loop.remote()
+                actor.end_loop.remote(epoch=self._epochs.get(s))
 
     # -- calls from tasks (queued for the loop thread) -----------------------------------
     def acknowledge_checkpoint(self, attempt, subtask, checkpoint_id, snapshot, metrics) -> None:

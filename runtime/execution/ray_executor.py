@@ -50,6 +50,8 @@ from flowray.common.options import (
     ATTACHED,
     JOB_MASTER_MAX_RESTARTS,
     PROGRESS_INTERVAL,
+    TASK_ACTOR_POOL_MAX_IDLE,
+    TASK_ACTOR_POOL_SIZE,
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.execution.executor import JobExecutor, PreparedJob, driver_channel_id
@@ -63,10 +65,11 @@ from flowray.runtime.network.socket_transport import (
     SocketListener,
 )
 
-from flowray.runtime.execution.actor_names import StoredJob, wait_name_free
+from flowray.runtime.execution.actor_names import StoredJob
 from flowray.runtime.execution.job_directory import (MASTER_SUFFIX, actor_prefix,
                                                      display_name_for, live_display_names)
 from flowray.runtime.execution.job_master import JobMaster
+from flowray.runtime.execution.task_actor_pool import driver_pool
 from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name
 
 
@@ -86,8 +89,9 @@ class _RayJobHandle(JobHandle):
 
     def __init__(self, job_id: str, job_name: str, master: Any, ref: Any,
                  listeners: List[SocketListener], master_name: str,
-                 owns_master: bool = True) -> None:
+                 owns_master: bool = True, actor_pool: Any = None) -> None:
         self.job_id = job_id
+        self.actor_pool = actor_pool
         self.job_name = job_name
         self.master = master
         self.ref = ref
@@ -187,7 +191,11 @@ class _RayJobHandle(JobHandle):
                 ray.kill(self.master, no_restart=True)
             except Exception:  # noqa: BLE001 - the master may be gone already
                 pass
-            wait_name_free(self.master_name)
+        if self.actor_pool is not None:   # a master that died took no actor back
+            try:
+                self.actor_pool.drop_job.remote(self.job_id)
+            except Exception:  # noqa: BLE001 - the pool (so its actors) is gone
+                pass
         for listener in self.listeners:
             listener.close()
 
@@ -263,8 +271,15 @@ class RayExecutor(JobExecutor):
         runtime_env = python_runtime_env(job.config)  # add_python_file & co.
         if runtime_env:  # the task actors the master creates inherit it
             options["runtime_env"] = _upload_runtime_env(runtime_env)
+        # warm task actors of this driver (the pool's actors die with it, as an attached
+        # job does; a detached job and one with its own Python environment start theirs)
+        pool = (driver_pool(config.get(TASK_ACTOR_POOL_SIZE),
+                            config.get(TASK_ACTOR_POOL_MAX_IDLE))
+                if not detached and not runtime_env and config.get(TASK_ACTOR_POOL_SIZE) > 0
+                else None)
         master = JobMaster.options(**options).remote(
-            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000), display)
+            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000), display,
+            pool)
         for ep in endpoints:
             ep.start()
         if detached:
@@ -274,7 +289,8 @@ class RayExecutor(JobExecutor):
                                    owns_master=False)
         else:
             ref = master.run.remote()
-            handle = _RayJobHandle(job.job_id, job.job_name, master, ref, listeners, name)
+            handle = _RayJobHandle(job.job_id, job.job_name, master, ref, listeners, name,
+                                   actor_pool=pool)
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL), detached=detached)
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client

@@ -198,6 +198,11 @@ class TaskActor:
         # queries take at most this many of the actor's threads: heartbeats, triggers and
         # cancels always find one
         self._queries = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
+        #: which assignment this actor serves: a pooled actor hosts one task after
+        #: another, and a call meant for an earlier task (it names that task's epoch)
+        #: must not reach the current one
+        self._epoch = 0
+        self._running = False
         if tdd is not None:
             self._set_up(tdd, master)
 
@@ -218,7 +223,31 @@ class TaskActor:
             self._set_up(tdd, master)
         return self.address()
 
+    def reset(self) -> bool:
+        """After its task ended normally: make this actor a standby again, for another
+        task (of any job). False if it cannot host another (its task still runs, or
+        failed or was cancelled): it is then killed, not reused."""
+        with self._lock:
+            task = self.task
+            if (self._running or task is None or self._cancelled
+                    or not task.ended_normally()):
+                return False
+            self._epoch += 1   # calls for the ended task are dropped from here on
+            self.task = None
+            self.tdd = None
+            self.master = None
+            self._early = []
+            self.inbox = None
+            self._assigned.clear()
+        return True
+
+    def _for_current(self, epoch: Optional[int]) -> bool:
+        """A call naming ``epoch`` is meant for the task this actor hosts now (None: no
+        epoch named, as from tests)."""
+        return epoch is None or epoch == self._epoch
+
     def _set_up(self, tdd: TaskDeploymentDescriptor, master: Any) -> None:
+        self._epoch += 1
         self.tdd = tdd
         self.master = master
         self._assigned.set()
@@ -239,6 +268,7 @@ class TaskActor:
 
     def address(self) -> Dict[str, Any]:
         address = self.listener.address()
+        address["epoch"] = self._epoch
         if self.transport == "ray":
             address["actor"] = ray.get_runtime_context().current_actor
         return address
@@ -262,6 +292,16 @@ class TaskActor:
 
     def run(self, addresses: Dict[str, Dict[str, Any]],
             driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:
+        with self._lock:
+            self._running = True
+        try:
+            return self._run(addresses, driver_addresses)
+        finally:
+            with self._lock:
+                self._running = False
+
+    def _run(self, addresses: Dict[str, Dict[str, Any]],
+             driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:
         config = Configuration(self.tdd.config)
         env = _SocketTaskEnvironment(self.listener, addresses, driver_addresses,
                                      config.get(CHANNEL_CREDITS),
@@ -328,37 +368,47 @@ class TaskActor:
         finally:
             stdout.close_channel()
 
-    def _to_task(self, action: Callable[[StreamTask], None]) -> None:
+    def _to_task(self, action: Callable[[StreamTask], None],
+                 epoch: Optional[int] = None) -> None:
         with self._lock:
+            if not self._for_current(epoch):
+                return   # meant for a task this actor hosted before
             if self.task is None:
                 self._early.append(action)
                 return
         action(self.task)
 
     def trigger_checkpoint(self, checkpoint_id: int, timestamp: int, is_savepoint: bool,
-                           location: Optional[str] = None) -> None:
+                           location: Optional[str] = None, epoch: Optional[int] = None) -> None:
         self._to_task(lambda t: t.trigger_checkpoint(checkpoint_id, timestamp, is_savepoint,
-                                                     location))
+                                                     location), epoch)
 
-    def stop_source(self, stop_mode: int) -> None:
-        self._to_task(lambda t: t.stop_source(stop_mode))
+    def stop_source(self, stop_mode: int, epoch: Optional[int] = None) -> None:
+        self._to_task(lambda t: t.stop_source(stop_mode), epoch)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        self._to_task(lambda t: t.notify_checkpoint_complete(checkpoint_id))
+    def notify_checkpoint_complete(self, checkpoint_id: int,
+                                   epoch: Optional[int] = None) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_complete(checkpoint_id), epoch)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        self._to_task(lambda t: t.notify_checkpoint_aborted(checkpoint_id))
+    def notify_checkpoint_aborted(self, checkpoint_id: int,
+                                  epoch: Optional[int] = None) -> None:
+        self._to_task(lambda t: t.notify_checkpoint_aborted(checkpoint_id), epoch)
 
-    def report_loop_counters(self, iteration: str, wave: int) -> None:
-        self._to_task(lambda t: t.report_loop_counters(iteration, wave))
+    def report_loop_counters(self, iteration: str, wave: int,
+                             epoch: Optional[int] = None) -> None:
+        self._to_task(lambda t: t.report_loop_counters(iteration, wave), epoch)
 
-    def end_loop(self) -> None:
-        self._to_task(lambda t: t.end_loop())
+    def end_loop(self, epoch: Optional[int] = None) -> None:
+        self._to_task(lambda t: t.end_loop(), epoch)
 
-    def cancel(self) -> None:
-        self._cancelled = True
-        if self.task is not None:
-            self.task.cancel()
+    def cancel(self, epoch: Optional[int] = None) -> None:
+        with self._lock:
+            if not self._for_current(epoch):
+                return
+            self._cancelled = True
+            task = self.task
+        if task is not None:
+            task.cancel()
 
     def metrics(self) -> Dict[str, Any]:
         return self.task.metrics() if self.task is not None else {}

@@ -77,6 +77,8 @@ class OutputEdgeSpec:
     exchange: Tuple[str, str, int] = ("", "", 0)
     #: checkpointed aligned even when checkpoints are unaligned (broadcast, as Flink)
     aligned_only: bool = False
+    #: the producing operator's buffer timeout; None: the job's execution.buffer-timeout
+    buffer_timeout_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class ExecutionGraph:
                           for p, c in self._pairs(edge) if p == subtask.index)
             out.append(OutputEdgeSpec(edge.id, chans, edge.result_type == "blocking",
                                       edge.loop, self.exchange_name(edge),
-                                      _aligned_only(edge)))
+                                      _aligned_only(edge), edge.buffer_timeout_ms))
         return out
 
     def result_partitions(self) -> List[ResultPartitionSpec]:

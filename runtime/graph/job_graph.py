@@ -50,6 +50,9 @@ class JobEdge:
     is_feedback: bool = False
     #: the iteration (its head's vertex id) whose cycle this edge is on, else None
     loop: Optional[str] = None
+    #: how long a record may wait in a batch on this edge (its producing operator's
+    #: ``set_buffer_timeout``); None: the job's ``execution.buffer-timeout``
+    buffer_timeout_ms: Optional[int] = None
 
 
 def mark_blocking_exchanges(job_graph: "JobGraph") -> None:
@@ -202,7 +205,8 @@ def build_job_graph(graph: StreamGraph) -> JobGraph:
             dst = vertices[vertex_of_head[e.target_id]]
             eid = f"e{len(edges) + 1}"
             je = JobEdge(eid, src.id, dst.id, e.source_id, e.partitioner, e.input_index,
-                         is_feedback=e.is_feedback)
+                         is_feedback=e.is_feedback,
+                         buffer_timeout_ms=graph.nodes[e.source_id].buffer_timeout_ms)
             edges[eid] = je
             src.outputs.append(je)
             dst.inputs.append(je)

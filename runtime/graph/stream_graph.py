@@ -67,6 +67,8 @@ class StreamNode:
     slot_sharing_group: str = DEFAULT_SLOT_SHARING_GROUP
     #: Ray actor options for each task actor (``num_cpus``, ``memory``, ...) from the group
     resources: Dict[str, Any] = field(default_factory=dict)
+    #: the operator's own buffer timeout (``set_buffer_timeout``), None: the job's
+    buffer_timeout_ms: Optional[int] = None
 
     @property
     def is_source(self) -> bool:
@@ -173,7 +175,8 @@ def build_stream_graph(
             group = groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
         nodes[tid] = StreamNode(tid, t.name, uid, t.operator, p, maxp, t.chaining,
                                 slot_sharing_group=group,
-                                resources=dict(group_resources.get(group, {})))
+                                resources=dict(group_resources.get(group, {})),
+                                buffer_timeout_ms=t.buffer_timeout_ms)
 
     for tid in sorted(physical):
         t = physical[tid]

@@ -59,6 +59,9 @@ class Transformation:
         self.slot_sharing_group: Optional[str] = None
         #: the declared type of the records (``output_type=``), ``None``: Python objects
         self.output_type: Optional[Any] = None
+        #: ``set_buffer_timeout(ms)`` of this operator's output; ``None``: the job's
+        #: ``execution.buffer-timeout``
+        self.buffer_timeout_ms: Optional[int] = None
 
     @property
     def is_virtual(self) -> bool:

@@ -30,6 +30,7 @@ from flowray.runtime.network.arrow_codec import (
     decode_arrow_batches,
     encode_arrow_batches,
 )
+from flowray.common.types import rows_for_pickling
 from flowray.runtime.network.channel import ChannelError
 from flowray.runtime.network.elements import (
     CancelCheckpointMarker,
@@ -126,7 +127,7 @@ def encode_frame(frame: Frame, seq: int) -> bytes:
         kind, body = _ARROW, encode_arrow_batches(frame.records)  # Arrow IPC, no rows
     elif type(frame) is RecordBatch:
         try:
-            body = pickle.dumps(frame.records, protocol=5)
+            body = pickle.dumps(rows_for_pickling(frame.records), protocol=5)
         except (Exception, MemoryError) as e:
             raise RecordSerializationError.of(frame.records, e) from e
         if frame.key_groups is None:

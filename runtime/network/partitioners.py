@@ -225,6 +225,11 @@ class RecordWriter:
     Timestamps travel beside the records once any batch had them (records without one
     carry ``None``); a stream that never had timestamps pays nothing for them.
 
+    ``buffer_timeout_ms`` (Flink's buffer timeout): the task flushes a batch that waited
+    this long (:attr:`pending_since_ms`); ``0`` flushes every channel at the end of each
+    :meth:`emit` (every batch an operator emits goes out at once), ``-1`` never by time
+    (only when full, and at events: barriers, watermark stalls, end of input).
+
     Buffer debloating: with ``debloat_initial`` set, each writer that carries its
     consumer's announcements starts with that ``batch_limit`` and a channel's limit is
     the smaller of the bytes-derived one and the writer's ``batch_limit`` (read after every
@@ -233,11 +238,15 @@ class RecordWriter:
 
     def __init__(self, partitioner: StreamPartitioner, writers: Sequence[ChannelWriter],
                  subtask_index: int, batch_size: int, batch_bytes: int = 1 << 20,
-                 debloat_initial: Optional[int] = None) -> None:
+                 debloat_initial: Optional[int] = None, buffer_timeout_ms: int = 100) -> None:
+        if buffer_timeout_ms < -1:
+            raise ValueError(f"buffer timeout must be -1 (flush only when full) or more, got "
+                             f"{buffer_timeout_ms}")
         self.partitioner = partitioner
         self.writers = list(writers)
         self.batch_size = batch_size
         self.batch_bytes = batch_bytes
+        self.buffer_timeout_ms = buffer_timeout_ms
         if debloat_initial is not None:
             for w in self.writers:
                 if getattr(w, "carries_batch_limit", False) and w.batch_limit is None:
@@ -276,6 +285,9 @@ class RecordWriter:
         pending = self._pending
         if self._unsized:
             self._probe(pending)
+        if self.buffer_timeout_ms == 0:
+            self.flush()
+            return
         limit = self._limit
         for i in range(len(pending)):
             if len(pending[i]) >= limit[i]:
@@ -359,6 +371,18 @@ class RecordWriter:
         for i in range(len(self.writers)):
             self._flush_channel(i)
         self.pending_since_ms = None
+
+    def flush_if_due(self, now_ms: float) -> Optional[float]:
+        """Flush if the oldest pending record has waited the buffer timeout; milliseconds
+        until it will have (``None``: nothing waits, or the timeout is ``-1``)."""
+        since = self.pending_since_ms
+        if since is None or self.buffer_timeout_ms < 0:
+            return None
+        left = since + self.buffer_timeout_ms - now_ms
+        if left <= 0:
+            self.flush()
+            return None
+        return left
 
     def broadcast_event(self, frame: Frame) -> None:
         """Flush, then send ``frame`` on every channel (events follow the data before them)."""

@@ -70,7 +70,7 @@ from flowray.common.pyflink_options import GLOBAL_JOB_PARAMETERS
 from flowray.common.options import (
     AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,
-    BUFFER_TIMEOUT,
+    buffer_timeout_ms,
     CHANNEL_BATCH_BYTES,
     CHANNEL_BATCH_SIZE,
     CHANNEL_CREDITS,
@@ -115,7 +115,7 @@ class StreamTask:
         config = Configuration(tdd.config)
         self.batch_size = config.get(CHANNEL_BATCH_SIZE)
         self.batch_bytes = config.get(CHANNEL_BATCH_BYTES)
-        self.buffer_timeout_ms = config.get(BUFFER_TIMEOUT)
+        self.buffer_timeout_ms = buffer_timeout_ms(config)
         self.checkpointing = config.get(CHECKPOINTING_INTERVAL) is not None
         self.batch_execution = config.get(RUNTIME_MODE) == "BATCH"
         self.checkpointing_mode = config.get(CHECKPOINTING_MODE)
@@ -174,6 +174,7 @@ class StreamTask:
                                                                    False)
         self._started = 0.0
         self._finished = 0.0
+        self._released = False
         #: clock.monotonic_ms() of the loop's latest turn; None before the loop starts
         self._loop_turn_ms: Optional[float] = None
 
@@ -328,6 +329,11 @@ class StreamTask:
             )
         finally:
             self._release()
+
+    def ended_normally(self) -> bool:
+        """The task finished (end of input, or stopped with a savepoint) and released what
+        it held: its actor may host another task."""
+        return self.state is TaskState.FINISHED and self._released
 
     def _final_metrics(self) -> Dict[str, Any]:
         self._finished = time.monotonic()
@@ -547,6 +553,8 @@ class StreamTask:
             self.record_writers[out.edge_id] = RecordWriter(
                 plan.partitioners[out.edge_id], writers, tdd.subtask.index, self.batch_size,
                 self.batch_bytes, INITIAL_BATCH if self.debloating else None,
+                self.buffer_timeout_ms if out.buffer_timeout_ms is None
+                else out.buffer_timeout_ms,
             )
 
     def _open_output_writer(self, channel_id: str, consumer: Any) -> Any:
@@ -568,15 +576,10 @@ class StreamTask:
         self.timers.fire_due()
         wait = self.MAX_WAIT_S
         now = self.clock.monotonic_ms()
-        timeout = self.buffer_timeout_ms
         for rw in self.record_writers.values():
-            since = rw.pending_since_ms
-            if since is not None:
-                left = since + timeout - now
-                if left <= 0:
-                    rw.flush()
-                else:
-                    wait = min(wait, left / 1000.0)
+            left = rw.flush_if_due(now)
+            if left is not None:
+                wait = min(wait, left / 1000.0)
         deadline = self.timers.next_deadline()
         if deadline is not None:
             wait = min(wait, max(0.0, (deadline - self.clock.now_ms()) / 1000.0))
@@ -966,7 +969,9 @@ class StreamTask:
         for ch in self._driver_channels:
             ch.close()
         if self.checkpointer is not None:
-            self.checkpointer.close(wait=False)
+            # a finished task's snapshots end with it (its actor may host another task)
+            self.checkpointer.close(wait=self.state is TaskState.FINISHED)
         if getattr(self, "keyed_backend", None) is not None:
             # a finished subtask is never restored; a failed or cancelled one may be
             self.keyed_backend.dispose(discard_local_state=self.state is TaskState.FINISHED)
+        self._released = True

@@ -127,7 +127,10 @@ def test_unpicklable_function_fails_before_deployment(env):
                 if a["name"].startswith("never deployed@")]
 
 
-def test_actors_are_named_in_flowray_namespace(env):
+@pytest.mark.parametrize("pool_size", [0, 4])
+def test_actors_are_named_in_flowray_namespace(ray_session, pool_size):
+    env = StreamExecutionEnvironment.get_execution_environment(
+        Configuration().set_string("flowray.task-actor-pool.size", str(pool_size)))
     env.set_parallelism(2)
     stream = env.from_source(NumberSequenceSource(1, 10_000_000), source_name="numbers") \
         .map(lambda x: x + 1)
@@ -136,11 +139,19 @@ def test_actors_are_named_in_flowray_namespace(env):
         next(it)  # the job runs; the unconsumed collect channel holds it back
         names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                  if a["namespace"] == "flowray"}
-        # every actor of the job is named under "<job name>@<job id prefix>/"
+        # the job's master is named "<job name>@<job id prefix>/jobmaster"; its task
+        # actors under the same prefix, or, taken from the driver's pool, the pool's
         prefix = f"named job@{it._client.get_job_id()[:8]}"
         assert f"{prefix}/jobmaster" in names
-        assert f"{prefix}/Source: numbers -> Map/0" in names
-        assert f"{prefix}/Source: numbers -> Map/1" in names
+        tasks = ray.get(it._client.job_master_actor().task_actor_names.remote())
+        assert len(tasks) == 3   # two of the source and map, the collect sink
+        if pool_size == 0:
+            assert set(tasks.values()) == {f"{prefix}/Source: numbers -> Map/0",
+                                           f"{prefix}/Source: numbers -> Map/1",
+                                           f"{prefix}/Sink: Collect/0"}
+        else:
+            assert all(n.startswith("flowray-pool/") for n in tasks.values())
+        assert set(tasks.values()) <= names
     finally:
         it.close()
     assert it._client.get_job_status().value == "CANCELED"

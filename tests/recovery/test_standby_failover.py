@@ -23,7 +23,9 @@ from flowray.testing import (
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
            "restart-strategy.fixed-delay.delay": "0 ms",
-           "flowray.failover.standby-tasks": 1}
+           "flowray.failover.standby-tasks": 1,
+           # the master's own standbys (the driver's pool would serve failovers instead)
+           "flowray.task-actor-pool.size": 0}
 
 
 def test_failovers_deploy_into_standby_actors_and_a_dead_standby_is_replaced(

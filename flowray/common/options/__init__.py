@@ -42,6 +42,7 @@ from flowray.common.options.execution import (
     AUTO_WATERMARK_INTERVAL,
     BLOCKING_PARTITIONS_DIR,
     BUFFER_TIMEOUT,
+    BUFFER_TIMEOUT_ENABLED,
     EXECUTION_TARGET,
     JOB_STORE_EXPIRATION,
     MAX_PARALLELISM,
@@ -52,6 +53,8 @@ from flowray.common.options.execution import (
     RUNTIME_MODE,
     SUBMISSION_ID,
     TASK_STDOUT_TO_CLIENT,
+    buffer_timeout_ms,
+    check_buffer_timeout,
 )
 from flowray.common.options.job_master import (
     DEPLOY_TIMEOUT,
@@ -61,6 +64,8 @@ from flowray.common.options.job_master import (
     JOB_MASTER_MAX_RESTARTS,
     LOCAL_PATHS_SHARED,
     STANDBY_TASKS,
+    TASK_ACTOR_POOL_MAX_IDLE,
+    TASK_ACTOR_POOL_SIZE,
 )
 from flowray.common.options.memory import (
     ITERATION_SPILL_THRESHOLD,
@@ -124,6 +129,9 @@ __all__ = [
     "PARALLELISM",
     "MAX_PARALLELISM",
     "BUFFER_TIMEOUT",
+    "BUFFER_TIMEOUT_ENABLED",
+    "buffer_timeout_ms",
+    "check_buffer_timeout",
     "RUNTIME_MODE",
     "BLOCKING_PARTITIONS_DIR",
     "PIPELINE_NAME",
@@ -151,6 +159,8 @@ __all__ = [
     "SSL_INTERNAL_KEY_PASSWORD",
     "DEPLOY_TIMEOUT",
     "STANDBY_TASKS",
+    "TASK_ACTOR_POOL_SIZE",
+    "TASK_ACTOR_POOL_MAX_IDLE",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
     "LOCAL_PATHS_SHARED",

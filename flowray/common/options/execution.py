@@ -4,6 +4,8 @@ parallelism, runtime mode, target, attached or detached, the client.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flowray.common.configuration import (
     parse_bool,
     parse_duration_ms,
@@ -19,7 +21,8 @@ from flowray.common.options.validators import (
     show_ms,
 )
 
-__all__ = ["PARALLELISM", "MAX_PARALLELISM", "BUFFER_TIMEOUT", "RUNTIME_MODE",
+__all__ = ["PARALLELISM", "MAX_PARALLELISM", "BUFFER_TIMEOUT", "BUFFER_TIMEOUT_ENABLED",
+           "buffer_timeout_ms", "check_buffer_timeout", "parse_buffer_timeout", "RUNTIME_MODE",
            "BLOCKING_PARTITIONS_DIR", "PIPELINE_NAME", "AUTO_WATERMARK_INTERVAL", "RAY_ADDRESS",
            "EXECUTION_TARGET", "ATTACHED", "JOB_STORE_EXPIRATION", "PROGRESS_INTERVAL",
            "SUBMISSION_ID", "TASK_STDOUT_TO_CLIENT"]
@@ -38,13 +41,60 @@ MAX_PARALLELISM = register_option(
     check=max_parallelism_range,
 )
 
+def parse_buffer_timeout(value: Any) -> int:
+    """A duration in milliseconds, or ``-1`` (flush only when a batch is full), as Flink's
+    ``setBufferTimeout``.
+
+    >>> parse_buffer_timeout("5 ms"), parse_buffer_timeout(-1), parse_buffer_timeout("-1")
+    (5, -1, -1)
+    """
+    if value == -1 or (isinstance(value, str) and value.strip() in ("-1", "-1 ms", "-1ms")):
+        return -1
+    return parse_duration_ms(value)
+
+
 BUFFER_TIMEOUT = register_option(
-    "execution.buffer-timeout",
-    parse_duration_ms,
+    "execution.buffer-timeout.interval",
+    parse_buffer_timeout,
     100,
-    "Longest time a record waits in a channel batch before it is sent.",
-    check=bounded(0, 10 * 60_000, show_ms, "must not be negative"),
+    "Longest time a record waits in a channel batch before the batch is sent: 0 sends "
+    "after every batch an operator emits (lowest latency), -1 only when a batch is full "
+    "(highest throughput; also execution.buffer-timeout.enabled: false). Per operator: "
+    "DataStream.set_buffer_timeout(ms).",
+    check=bounded(-1, 10 * 60_000, show_ms, "must be -1 (flush only when full) or more"),
+    deprecated_keys=("execution.buffer-timeout",),
 )
+
+BUFFER_TIMEOUT_ENABLED = register_option(
+    "execution.buffer-timeout.enabled",
+    parse_bool,
+    True,
+    "false: batches are sent only when full (or at a checkpoint, a watermark stall or the "
+    "end of input), whatever execution.buffer-timeout.interval says.",
+)
+
+
+def check_buffer_timeout(timeout_millis: Any) -> int:
+    """``set_buffer_timeout``'s argument as an int, or a ``ValueError`` naming the rule.
+
+    >>> check_buffer_timeout(-2)
+    Traceback (most recent call last):
+    ...
+    ValueError: buffer timeout must be -1 (flush only when full), 0 (flush at once) or a positive number of milliseconds, got -2
+    """
+    if isinstance(timeout_millis, bool) or not isinstance(timeout_millis, int) \
+            or timeout_millis < -1:
+        raise ValueError("buffer timeout must be -1 (flush only when full), 0 (flush at "
+                         "once) or a positive number of milliseconds, got "
+                         f"{timeout_millis!r}")
+    return timeout_millis
+
+
+def buffer_timeout_ms(config: Any) -> int:
+    """The job's buffer timeout: ``-1`` when disabled, else the interval."""
+    if not config.get(BUFFER_TIMEOUT_ENABLED):
+        return -1
+    return int(config.get(BUFFER_TIMEOUT))
 
 
 RUNTIME_MODE = register_option(

@@ -13,7 +13,7 @@ from flowray.common.configuration import (
 )
 from flowray.common.options.validators import DAY_MS, HOUR_MS, bounded, show_ms
 
-__all__ = ["DEPLOY_TIMEOUT", "STANDBY_TASKS", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
+__all__ = ["DEPLOY_TIMEOUT", "STANDBY_TASKS", "TASK_ACTOR_POOL_SIZE", "TASK_ACTOR_POOL_MAX_IDLE", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
            "LOCAL_PATHS_SHARED", "JOB_MASTER_MAX_RESTARTS", "FAILOVER_STRATEGY"]
 
 
@@ -31,8 +31,31 @@ STANDBY_TASKS = register_option(
     1,
     "Idle task actors the job master keeps started for failovers to deploy into (no new "
     "process to wait for), per resource profile of the job's tasks; only for tasks whose "
-    "slot sharing group reserves no Ray resources. 0: none.",
+    "slot sharing group reserves no Ray resources. A job using its driver's task actor "
+    "pool (flowray.task-actor-pool.size) has none: failovers take the pool's warm actors. "
+    "0: none.",
     check=bounded(0, 1000, below="must not be negative"),
+)
+
+TASK_ACTOR_POOL_SIZE = register_option(
+    "flowray.task-actor-pool.size",
+    parse_int,
+    4,
+    "Warm task actors a driver keeps started for its attached jobs on Ray: a job takes "
+    "them for its tasks instead of starting a process per task, and gives them back when "
+    "it finished (a driver running job after job starts task processes once). Only for "
+    "tasks whose slot sharing group reserves no Ray resources, in jobs without a Python "
+    "environment of their own; detached jobs start their own. 0: no pool.",
+    check=bounded(0, 1000, below="must not be negative"),
+)
+
+TASK_ACTOR_POOL_MAX_IDLE = register_option(
+    "flowray.task-actor-pool.max-idle",
+    parse_int,
+    16,
+    "Most idle task actors the driver's pool keeps: actors a finished job gives back "
+    "beyond it end.",
+    check=bounded(0, 10_000, below="must not be negative"),
 )
 
 

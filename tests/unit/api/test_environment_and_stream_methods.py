@@ -268,8 +268,11 @@ def test_description_uid_hash_slot_sharing_group():
         env.from_collection([1]).key_by(lambda x: x).set_uid_hash("x")
     assert m.get_execution_environment() is env
     assert m.get_execution_config() is env.get_config()
-    with pytest.raises(NotImplementedError, match="set_buffer_timeout.*instead"):
-        m.set_buffer_timeout(5)
+    assert m.set_buffer_timeout(5) is m and m._t.buffer_timeout_ms == 5
+    with pytest.raises(ValueError, match="-1 .flush only when full."):
+        m.set_buffer_timeout(-2)
+    with pytest.raises(GraphError):
+        env.from_collection([1]).key_by(lambda x: x).set_buffer_timeout(5)
 
 
 def test_disable_operator_chaining_splits_tasks():

@@ -25,7 +25,7 @@ from flowray.common.configuration import (
 # ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("typo,suggestion", [
-    ("execution.bufer-timeout", "execution.buffer-timeout"),
+    ("execution.bufer-timeout", "execution.buffer-timeout.interval"),
     ("parallelism.defualt", "parallelism.default"),
     ("pipeline.max-paralelism", "pipeline.max-parallelism"),
     ("flowray.channel.credit", "flowray.channel.credits"),
@@ -71,8 +71,8 @@ def test_error_is_a_value_error():
     ("flowray.channel.batch-bytes", "lots", "not a memory size"),
     ("execution.target", "cloud", "ray, local"),
     ("flowray.channel.transport", "carrier-pigeon", "socket, ray"),
-    ("execution.buffer-timeout", "soon", "not a duration"),
-    ("execution.buffer-timeout", -5, "negative"),
+    ("execution.buffer-timeout.interval", "soon", "not a duration"),
+    ("execution.buffer-timeout.interval", -5, "negative"),
     ("pipeline.name", 42, "not a string"),
 ])
 def test_bad_value_names_key_and_value(key, value, why):
@@ -88,7 +88,7 @@ def test_bad_value_names_key_and_value(key, value, why):
     ("flowray.channel.batch-size", 10**9, "[1, 1000000]"),
     ("flowray.channel.batch-bytes", "2 gb", "[1 kb, 1 gb]"),
     ("flowray.channel.batch-bytes", "100", "[1 kb, 1 gb]"),
-    ("execution.buffer-timeout", "1 h", "[0 ms, 10 min]"),
+    ("execution.buffer-timeout.interval", "1 h", "[-1 ms, 10 min]"),
     ("flowray.deploy-timeout", "2 h", "[1 ms, 1 h]"),
     ("heartbeat.interval", "1 h", "[1 ms, 10 min]"),
     ("heartbeat.timeout", "2 d", "[1 ms, 24 h]"),
@@ -113,7 +113,8 @@ def test_out_of_range_value_names_key_and_allowed_range(key, value, allowed):
     ("flowray.channel.batch-size", "1000000"),
     ("flowray.channel.batch-bytes", "1 kb"),
     ("flowray.channel.batch-bytes", "1 gb"),
-    ("execution.buffer-timeout", "0"),
+    ("execution.buffer-timeout.interval", "0"),
+    ("execution.buffer-timeout.interval", "-1"),
     ("execution.checkpointing.interval", "24 h"),
 ])
 def test_range_bounds_are_included(key, value):
@@ -202,7 +203,7 @@ def test_durations(text, ms):
 
 @pytest.mark.parametrize("text", ["10 s", "1 min", "10000 ms", "2 min", 250])
 def test_durations_through_configuration(text):
-    c = Configuration().set_string("execution.buffer-timeout", text)
+    c = Configuration().set_string("execution.buffer-timeout.interval", text)
     assert c.get(BUFFER_TIMEOUT) == parse_duration_ms(text)
 
 
@@ -225,8 +226,8 @@ def test_not_a_duration(value):
 
 
 def test_infinite_duration_is_a_configuration_error():
-    with pytest.raises(ConfigurationError, match="execution.buffer-timeout"):
-        Configuration().set("execution.buffer-timeout", float("inf"))
+    with pytest.raises(ConfigurationError, match="execution.buffer-timeout.interval"):
+        Configuration().set("execution.buffer-timeout.interval", float("inf"))
 
 
 def test_memory_sizes():
@@ -246,12 +247,14 @@ FLINK_1_NAMES = {
     "state.backend.incremental": "execution.checkpointing.incremental",
     "state.backend.local-recovery": "execution.checkpointing.local-backup.enabled",
     "execution.checkpointing.unaligned": "execution.checkpointing.unaligned.enabled",
+    "execution.buffer-timeout": "execution.buffer-timeout.interval",
 }
 VALUES = {"execution.checkpointing.dir": "/chk", "execution.checkpointing.savepoint-dir": "/sp",
           "execution.checkpointing.num-retained": "3",
           "execution.checkpointing.incremental": "true",
           "execution.checkpointing.local-backup.enabled": "true",
-          "execution.checkpointing.unaligned.enabled": "true"}
+          "execution.checkpointing.unaligned.enabled": "true",
+          "execution.buffer-timeout.interval": "5 ms"}
 
 
 def test_flink_2_keys_are_the_options_keys_and_the_old_names_are_their_deprecated_keys():

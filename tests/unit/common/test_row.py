@@ -187,3 +187,48 @@ def test_print_shows_the_row_kind():
     fmt = record_formatter(Types.ROW([Types.STRING(), Types.INT()]))
     assert fmt(Row.of_kind(RowKind.DELETE, "a", 1)) == "-D[a,1]"
     assert fmt(("a", 1)) == "+I[a,1]"
+
+
+# -- batches of named rows on the wire (rows_for_pickling) --------------------------------
+
+def _round_trip(records):
+    import pickle
+
+    from flowray.common.types import rows_for_pickling
+    return pickle.loads(pickle.dumps(rows_for_pickling(records), protocol=5))
+
+
+def test_a_batch_of_named_rows_pickles_as_tuples_and_comes_back_equal():
+    from flowray.common.types import _NamedRowBatch, rows_for_pickling
+    rows = [Row(k=f"k{i}", v=i) for i in range(100)]
+    assert isinstance(rows_for_pickling(rows), _NamedRowBatch)
+    back = _round_trip(rows)
+    assert back == rows
+    assert all(type(b) is type(r) and b.as_dict() == r.as_dict() for b, r in zip(back, rows))
+
+
+@pytest.mark.parametrize("odd_one", [
+    lambda: Row.of_kind(RowKind.DELETE, k="x", v=0),        # another kind
+    lambda: Row(a="x", b=0),                                 # another schema
+    lambda: ("x", 0),                                        # not a row
+    lambda: Row("x", 0),                                     # a positional row
+])
+def test_a_mixed_batch_keeps_every_rows_own_kind_and_names(odd_one):
+    from flowray.common.types import rows_for_pickling
+    rows = [Row(k="a", v=1), odd_one(), Row(k="b", v=2)]
+    assert rows_for_pickling(rows) is rows
+    back = _round_trip(rows)
+    assert back == rows
+    assert [getattr(r, "_row_kind", None) for r in back] == \
+        [getattr(r, "_row_kind", None) for r in rows]
+    assert [getattr(r, "_fields", None) for r in back] == \
+        [getattr(r, "_fields", None) for r in rows]
+
+
+def test_a_row_renamed_in_place_is_not_taken_for_its_class():
+    from flowray.common.types import rows_for_pickling
+    renamed = Row(k="a", v=1)
+    renamed.set_field_names(["x", "y"])
+    rows = [Row(k="b", v=2), renamed]
+    assert rows_for_pickling(rows) is rows
+    assert _round_trip(rows)[1].as_dict() == {"x": "a", "y": 1}

@@ -358,7 +358,7 @@ def test_slow_sink_bounds_in_flight_batches():
 def test_batch_bytes_bounds_channel_batches_of_large_records():
     # 4 kb records, 16 kb batches: about 3 records a batch, although batch-size is 1000
     env = local_env(1, **{"flowray.channel.batch-bytes": "16 kb",
-                          "execution.buffer-timeout": "10 min"})
+                          "execution.buffer-timeout.interval": "10 min"})
     env.from_source(NumberSequenceSource(1, 300)).map(lambda x: x.to_bytes(4, "big") * 1024) \
         .rebalance().add_sink(lambda value: None)
     result = env.execute("large records")
