@@ -153,7 +153,7 @@ def run_job(keys: int, incremental: bool, local: bool) -> Dict[str, Any]:
         seen: Dict[str, float] = {}
         committed_times(out, seen)
         injector = FaultInjector(client)
-        victim = next(k for k, n in injector.task_actor_names().items() if "running sum" in n)
+        victim = injector.subtasks("running sum")[0]
         killed_at = time.monotonic()
         injector.kill(victim)
         before = set(seen)

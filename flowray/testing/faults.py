@@ -39,6 +39,13 @@ class FaultInjector:
         """Subtask key -> actor name, for the tasks running in the current attempt."""
         return self.client.task_actor_names()
 
+    def subtasks(self, task_name_part: str = "") -> List[str]:
+        """The keys of the running subtasks whose task's name (its chained operators'
+        names, e.g. ``"Source: numbers -> Map"``) contains ``task_name_part``, sorted.
+        (Task actors may be the driver's pool's: their names say nothing of the task.)"""
+        return sorted(k for k, name in self.client.task_names().items()
+                      if task_name_part in name)
+
     def kill(self, subtask_key: str) -> str:
         import ray
 

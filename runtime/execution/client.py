@@ -287,6 +287,12 @@ class JobClient(JobClientApi):
         names = getattr(self._handle, "task_actor_names", None)
         return names() if names is not None else {}
 
+    def task_names(self) -> Dict[str, str]:
+        """Subtask key -> the name of its task (its chained operators' names) in the
+        current attempt (empty on the local executor)."""
+        names = getattr(self._handle, "task_names", None)
+        return names() if names is not None else {}
+
     def job_master_actor(self) -> Any:
         """The job master's Ray actor handle (``None`` on the local executor)."""
         return getattr(self._handle, "master", None)

@@ -879,6 +879,12 @@ class JobMaster(TaskDeployer):
                             "max_parallelism": v.max_parallelism, "actors": actors})
             return out
 
+    def task_names(self) -> Dict[str, str]:
+        """Subtask key -> the name of its task (its chained operators), for the running
+        attempt (an actor's own name says nothing of its task when it is the pool's)."""
+        with self._lock:
+            return {s.key: self.eg.vertex(s).name for s in self.scheduler.running()}
+
     def task_actor_names(self) -> Dict[str, str]:
         """Subtask key -> actor name of the current attempt (tests kill them)."""
         with self._lock:

@@ -179,6 +179,9 @@ class _RayJobHandle(JobHandle):
     def task_actor_names(self) -> Dict[str, str]:
         return ray.get(self.master.task_actor_names.remote(), timeout=10)
 
+    def task_names(self) -> Dict[str, str]:
+        return ray.get(self.master.task_names.remote(), timeout=10)
+
     def savepoint(self, target_dir, stop, drain, timeout_s):
         return tuple(ray.get(self.master.savepoint.remote(target_dir, stop, drain, timeout_s)))
 

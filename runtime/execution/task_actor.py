@@ -241,6 +241,10 @@ class TaskActor:
             self._assigned.clear()
         return True
 
+    def current_epoch(self) -> int:
+        """The epoch calls for the current (or, idle, the former) task name."""
+        return self._epoch
+
     def _for_current(self, epoch: Optional[int]) -> bool:
         """A call naming ``epoch`` is meant for the task this actor hosts now (None: no
         epoch named, as from tests)."""
@@ -248,6 +252,7 @@ class TaskActor:
 
     def _set_up(self, tdd: TaskDeploymentDescriptor, master: Any) -> None:
         self._epoch += 1
+        self._cancelled = False
         self.tdd = tdd
         self.master = master
         self._assigned.set()

@@ -15,7 +15,7 @@ hosts another.
 2
 >>> pool.started("pool/0", "h0", threads=40); pool.started("pool/1", "h1", threads=40)
 >>> [a.name for a in pool.take("job-a", [9, 9, 9])]
-['pool/0', 'pool/1', None]
+['pool/1', 'pool/0', None]
 >>> pool.to_start()          # two idle again, ahead of the next job
 2
 >>> [a.name for a in pool.give_back("job-a", ["pool/0"])]
@@ -71,7 +71,8 @@ class ActorPoolState:
         named ``None`` where no idle one has enough (the job starts its own)."""
         out: List[PooledActor] = []
         for need in threads:
-            found = next((a for a in self._idle if a.threads >= need), None)
+            # the most recently idle first: a process a job just gave back is warm
+            found = next((a for a in reversed(self._idle) if a.threads >= need), None)
             if found is None:
                 out.append(PooledActor(None, None, 0))  # type: ignore[arg-type]
                 continue

@@ -94,8 +94,7 @@ def test_the_exception_behind_a_restart_shows_with_its_cause(ray_session, browse
         page.show_tab("exceptions")
         assert page.texts("#no-exceptions")
         injector = FaultInjector(client)
-        injector.kill(next(k for k, name in injector.task_actor_names().items()
-                           if "/slow/" in name))
+        injector.kill(injector.subtasks("slow")[0])
 
         entries = page.wait_for(lambda d: page.texts("#exceptions .exception"),
                                 "the exception behind the restart")

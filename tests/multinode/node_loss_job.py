@@ -52,6 +52,8 @@ def per_key(committed) -> dict:
 def refuses_node_local_checkpoints(work: str) -> str:
     """On several nodes a plain checkpoint path not declared shared fails at submission."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        # tasks in processes of their own: where Ray places each is what is tested
+        "flowray.task-actor-pool.size": 0,
         "execution.checkpointing.dir": os.path.join(work, "local-chk")}))
     env.enable_checkpointing(1000)
     env.from_collection([1, 2, 3]).map(lambda x: x).print()
@@ -109,6 +111,8 @@ def _batch_attempt(cluster, work: str, spare) -> dict:
     go = os.path.join(work, "batch-go")
     runs = os.path.join(work, "producer-runs.txt")
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        # tasks in processes of their own: where Ray places each is what is tested
+        "flowray.task-actor-pool.size": 0,
         "flowray.blocking-partitions.dir": os.path.join(work, "partitions"),
         "flowray.storage.local-paths-shared": "true",  # one machine: one disk
         "restart-strategy.type": "fixed-delay",
@@ -154,6 +158,8 @@ def start_keyed_job(work: str, name: str):
     """The exactly-once keyed job both multinode tests run (parallelism 3, checkpoints
     every 200 ms, about 6 s of input per source subtask): its client and its sink."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
+        # tasks in processes of their own: where Ray places each is what is tested
+        "flowray.task-actor-pool.size": 0,
         "execution.checkpointing.dir": os.path.join(work, "chk"),
         "flowray.storage.local-paths-shared": "true",  # one machine: one disk
         "restart-strategy.type": "fixed-delay",

@@ -106,9 +106,8 @@ def _damage(checkpoint_dir, how):
 
 def _kill_a_sum_task(client):
     injector = FaultInjector(client)
-    sums = sorted(k for k, name in injector.task_actor_names().items()
-                  if "Source" not in name)
-    assert sums, injector.task_actor_names()
+    sums = sorted(set(injector.subtasks()) - set(injector.subtasks("Source")))
+    assert sums, injector.client.task_names()
     injector.kill(sums[0])
 
 

@@ -102,8 +102,7 @@ def test_keyed_job_on_incremental_rocksdb_killed_three_times_is_exactly_once(ray
         _wait_progress(client, sink, int(fraction * N), 0)
         before = _completed(client)
         _wait_progress(client, sink, int(fraction * N), before)
-        sums = sorted(k for k, name in injector.task_actor_names().items()
-                      if "running sum" in name)
+        sums = injector.subtasks("running sum")
         victim = sums[len(killed) % len(sums)]
         injector.kill(victim)
         killed.append(victim)
@@ -142,8 +141,7 @@ def test_only_the_retained_checkpoints_files_remain_after_the_job_ends(ray_sessi
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"})
     injector = FaultInjector(client)
     _wait_progress(client, sink, N // 10, 1)
-    injector.kill(sorted(k for k, name in injector.task_actor_names().items()
-                         if "running sum" in name)[0])
+    injector.kill(injector.subtasks("running sum")[0])
     _wait_progress(client, sink, N // 10, _completed(client) + 2)
     client.cancel()
     with pytest.raises(JobExecutionError) as info:

@@ -77,8 +77,7 @@ def _kill_in_turn(client, sink, plan, total):
             injector.kill_job_master()
             wait_until(lambda: _progress(client) is not None, 120, "a new job master")
             continue
-        names = injector.task_actor_names()
-        injector.kill(sorted(k for k, name in names.items() if what in name)[0])
+        injector.kill(injector.subtasks(what)[0])
         restarts += 1
     return injector
 

@@ -118,9 +118,8 @@ def _wait_progress(client, db, table, rows_at_least, checkpoints_after):
 
 
 def _sink_tasks(injector):
-    keys = sorted(k for k, name in injector.task_actor_names().items()
-                  if "running count" in k or "running count" in name)
-    assert len(keys) == 2, injector.task_actor_names()
+    keys = injector.subtasks("running count")
+    assert len(keys) == 2, injector.client.task_names()
     return keys
 
 

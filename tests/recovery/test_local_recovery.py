@@ -67,8 +67,7 @@ def test_a_killed_task_restores_rocksdb_from_its_local_copy(ray_session, tmp_pat
         storage.delete_file(path)
 
     injector = FaultInjector(client)
-    victim = sorted(k for k, name in injector.task_actor_names().items()
-                    if "running sum" in name)[0]
+    victim = injector.subtasks("running sum")[0]
     injector.kill(victim)
     result = client.wait(timeout_s=300)
 

@@ -140,7 +140,7 @@ def test_committed_reads_never_go_back_and_match_the_committed_output(ray_sessio
     assert future.result(timeout=60).checkpoint_id >= 0
     injector = FaultInjector(job)
     wait_until(lambda: len(sink.committed()) >= N // 4, 120, "a quarter of the output")
-    counting = sorted(k for k, name in injector.task_actor_names().items() if "count" in name)
+    counting = injector.subtasks("count")
     injector.kill(counting[0])   # the subtask holding half of the keys' state
     result = job.wait(timeout_s=240)
     reader.stop.set()

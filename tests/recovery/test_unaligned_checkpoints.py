@@ -158,7 +158,7 @@ def test_unaligned_rocksdb_job_survives_task_and_master_kills_and_rescales_2_to_
     injector = FaultInjector(client, random.Random(32))
     wait_until(lambda: len(sink.committed()) >= n // 8 and _completed_with_records_in_flight(
         client), 120, "records committed and an unaligned checkpoint", poll_s=0.1)
-    sums = sorted(k for k, name in injector.task_actor_names().items() if "running sum" in name)
+    sums = injector.subtasks("running sum")
     injector.kill(sums[0])
     seen = len(_completed_with_records_in_flight(client))
     wait_until(lambda: len(_completed_with_records_in_flight(client)) > seen, 120,
