@@ -41,9 +41,17 @@ def ray_session():
     if not ray.is_initialized():
         os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
                                               os.environ.get("PATH", "")])
-        with _job_agent_port(free_port()):
-            ray.init(include_dashboard=True, dashboard_port=free_port(), log_to_driver=False,
-                     namespace="flowray", logging_level=logging.WARNING)
+        for attempt in range(3):   # a free port may be taken before Ray binds it
+            try:
+                with _job_agent_port(free_port()):
+                    ray.init(include_dashboard=True, dashboard_port=free_port(),
+                             log_to_driver=False, namespace="flowray",
+                             logging_level=logging.WARNING)
+                break
+            except ValueError as e:
+                if "already occupied" not in str(e) or attempt == 2:
+                    raise
+                ray.shutdown()
     yield
     ray.shutdown()
 

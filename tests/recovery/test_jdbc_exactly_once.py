@@ -118,9 +118,10 @@ def _wait_progress(client, db, table, rows_at_least, checkpoints_after):
 
 
 def _sink_tasks(injector):
-    keys = injector.subtasks("running count")
-    assert len(keys) == 2, injector.client.task_names()
-    return keys
+    """The two running-count subtasks, once both run (a restart may be under way)."""
+    wait_until(lambda: len(injector.subtasks("running count")) == 2, 120,
+               "both running-count subtasks to run")
+    return injector.subtasks("running count")
 
 
 def _prepared(db, job_id):
