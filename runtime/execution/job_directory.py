@@ -15,9 +15,13 @@ import ray
 from flowray.runtime.execution.cluster import NAMESPACE, connect_cluster
 
 __all__ = ["JobNotFoundError", "list_jobs", "find_job", "MASTER_SUFFIX", "display_name_of",
-           "display_name_for", "live_display_names", "actor_prefix"]
+           "display_name_for", "live_display_names", "actor_prefix", "SPARE_NAME_PREFIX",
+           "is_spare_master_name"]
 
 MASTER_SUFFIX = "/jobmaster"
+#: what the actor name of every spare job master starts with (spare_masters.py): a spare
+#: is named before it has a job, so its name is not its job's
+SPARE_NAME_PREFIX = "flowray-pool/"
 MIN_ID_PREFIX = 4
 INFO_TIMEOUT_S = 30.0
 
@@ -49,6 +53,15 @@ def display_name_of(actor_name: str) -> str:
     return prefix.rsplit("@", 1)[0] if "@" in prefix else prefix
 
 
+def is_spare_master_name(actor_name: str) -> bool:
+    """>>> is_spare_master_name("flowray-pool/01000000/master-3/jobmaster")
+    True
+    >>> is_spare_master_name("wc@4f2a9c0d/jobmaster")
+    False
+    """
+    return actor_name.startswith(SPARE_NAME_PREFIX) and actor_name.endswith(MASTER_SUFFIX)
+
+
 def display_name_for(job_name: str, live: "set[str]") -> str:
     """``job_name``, or ``job_name#2``... the first not shown for a job still running.
 
@@ -62,28 +75,41 @@ def display_name_for(job_name: str, live: "set[str]") -> str:
     return name
 
 
-def live_display_names(job_name: str, timeout_s: float = 10.0) -> "set[str]":
+def live_display_names(job_name: str, timeout_s: float = 10.0,
+                       idle_spares: "frozenset[str] | set[str]" = frozenset()) -> "set[str]":
     """The names shown for the jobs called ``job_name`` (or ``job_name#n``) that have not
-    ended; a master that does not answer in time counts as running."""
-    candidates = [(n, display_name_of(n)) for n in _masters()]
-    candidates = [(n, d) for n, d in candidates
-                  if d == job_name or d.startswith(job_name + "#")]
+    ended; a master that does not answer in time counts as running. A spare master's
+    actor name is not its job's: it is asked, unless named in ``idle_spares`` (an idle
+    spare has no job; one still starting is taken to have none)."""
+    def named(display: str) -> bool:
+        return display == job_name or display.startswith(job_name + "#")
+
     refs = []
-    for name, display in candidates:
+    for name in _masters():
+        spare = is_spare_master_name(name)
+        if (spare and name in idle_spares) or (not spare and not named(display_name_of(name))):
+            continue
         try:
-            refs.append((display, ray.get_actor(name, namespace=NAMESPACE).status.remote()))
+            master = ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
             continue   # ended meanwhile
+        refs.append((None if spare else display_name_of(name),
+                     master.display_status.remote() if spare else master.status.remote()))
     live = set()
     for display, ref in refs:
         try:
-            status = ray.get(ref, timeout=timeout_s)
+            answer = ray.get(ref, timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
-            live.add(display)   # too busy to answer: running
-            continue
+            if display is not None:
+                live.add(display)   # too busy to answer: running
+            continue   # (a spare still starting has no job)
         except Exception:  # noqa: BLE001 - RayActorError: the master is gone, its job over
             continue
-        if status not in ENDED:
+        if display is None:   # a spare: (display name, status), None while it has no job
+            if answer is None or not named(answer[0]):
+                continue
+            display, answer = answer
+        if answer not in ENDED:
             live.add(display)
     return live
 
@@ -117,6 +143,8 @@ def list_jobs(address: Optional[str] = None) -> List[Dict[str, Any]]:
                 info = ray.get(ref)
             except Exception:  # noqa: BLE001 - RayActorError: it ended meanwhile
                 info = None
+        if (info.get("spare") if info is not None else is_spare_master_name(name)):
+            continue   # a spare master without a job yet (or not answering: unknown)
         if info is None:
             info = {"job_id": "?", "job_name": display_name_of(name),
                     "name": display_name_of(name), "status": "UNKNOWN",

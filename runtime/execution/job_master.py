@@ -76,6 +76,11 @@ from flowray.runtime.execution.standby_actors import (
     task_threads,
 )
 from flowray.runtime.execution.task_actor import TaskActor, actor_name
+from flowray.runtime.execution.master_assignment import (
+    MasterAssignment,
+    read_assignment,
+    write_assignment,
+)
 
 __all__ = ["JobMaster", "StoredJob", "wait_name_free"]
 
@@ -109,13 +114,45 @@ class JobMaster(TaskDeployer):
     :class:`JobScheduler`; this actor turns them into Ray calls, and turns Ray events
     (results, dead actors, acknowledgements) into scheduler events in one thread."""
 
-    def __init__(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
-                 name_prefix: str, detached: bool = False,
+    def __init__(self, job: "bytes | StoredJob | None" = None,
+                 driver_addresses: Optional[Dict[str, Dict[str, Any]]] = None,
+                 name_prefix: str = "", detached: bool = False,
                  submitted_ms: Optional[int] = None,
                  display_name: Optional[str] = None, actor_pool: Any = None) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
+        self._assigned = False
+        if job is None:   # a spare master (spare_masters.py): its job comes with assign()
+            stored = (read_assignment(ray.get_runtime_context().get_actor_id())
+                      if ray.get_runtime_context().was_current_actor_reconstructed else None)
+            if stored is not None:   # restarted after assign(): the same job resumes
+                self._setup(**stored.master_arguments())
+            return
+        self._setup(job, driver_addresses or {}, name_prefix, detached, submitted_ms,
+                    display_name, actor_pool)
+
+    def assign(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
+               name_prefix: str, submitted_ms: int, display_name: str,
+               actor_pool: Any = None, pool_name: Optional[str] = None) -> None:
+        """Make this spare master the master of ``job`` (an attached job's), as if it had
+        been constructed for it. A restartable job's assignment is kept in the GCS first:
+        Ray restarts this actor with its constructor's arguments, which name no job.
+        Not idempotent: a second call raises."""
+        if self._assigned:
+            raise RuntimeError("this job master has a job already")
+        if isinstance(job, StoredJob):
+            write_assignment(ray.get_runtime_context().get_actor_id(), MasterAssignment(
+                job, driver_addresses, name_prefix, submitted_ms, display_name, pool_name))
+        self._setup(job, driver_addresses, name_prefix, False, submitted_ms, display_name,
+                    actor_pool)
+
+    def _setup(self, job: "bytes | StoredJob", driver_addresses: Dict[str, Dict[str, Any]],
+               name_prefix: str, detached: bool, submitted_ms: Optional[int],
+               display_name: Optional[str], actor_pool: Any) -> None:
         job: PreparedJob = cloudpickle.loads(job.load() if isinstance(job, StoredJob) else job)
         self.job = job
+        #: this actor's own name (a spare master's is not the job's prefix)
+        self.actor_name = ray.get_runtime_context().get_actor_name() \
+            or f"{name_prefix}{MASTER_SUFFIX}"
         self.name_prefix = name_prefix   # of every actor name of this job (unique)
         self.display_name = display_name or name_prefix   # the name `flowray list` shows
         # the record `flowray list`/`info`/`checkpoints` read from the GCS (job_store.py)
@@ -171,7 +208,7 @@ class JobMaster(TaskDeployer):
         self._metrics_exporter = RayMetricsExporter(
             self.metrics, config.get(METRICS_REPORT_INTERVAL) / 1000.0).start() \
             if config.get(METRICS_ENABLED) else None
-        self.rest = self._start_rest(config)
+        self._rest_server: Optional[RestServer] = self._start_rest(config)
         # warm standby task actors for failovers (none if the job never restarts); none
         # is started while a deployment is on its way, nor before a checkpoint completed
         # after it (checkpointing on): a new process competes for CPU with the tasks
@@ -185,6 +222,7 @@ class JobMaster(TaskDeployer):
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        self._assigned = True
         if self.reconstructed:  # nobody else may be there to start it (a detached job)
             self._ensure_loop()
 
@@ -690,9 +728,10 @@ class JobMaster(TaskDeployer):
                                                                 wave, counters))
 
     # -- the REST API -------------------------------------------------------------------
-    def _start_rest(self, config: Configuration) -> Optional[RestServer]:
-        """Flink's REST API and the web UI on this job master (``rest.*``); a port that
-        cannot be bound leaves the job without them, with a warning."""
+    def _start_rest(self, config: Configuration) -> RestServer:
+        """Flink's REST API and the web UI on this job master (``rest.*``), binding in the
+        background; a port that cannot be bound leaves the job without them, with a
+        warning (:attr:`rest`)."""
         master = self
 
         class _Actions:
@@ -708,10 +747,19 @@ class JobMaster(TaskDeployer):
                             config.get(REST_BIND_ADDRESS), ports_of(config.get(REST_PORT)),
                             config.get(REST_TOKEN), config.get(REST_ADDRESS),
                             static=web_ui_files())
+        return server.start_in_background()   # bound or given up on at first use (rest)
+
+    @property
+    def rest(self) -> Optional[RestServer]:
+        """The running REST server; None when none could be bound (warned once)."""
+        server = self._rest_server
+        if server is None:
+            return None
         try:
-            return server.start()
-        except OSError as e:
+            return server.wait_started(30.0)
+        except (OSError, TimeoutError) as e:
             log.warning("flowray: job %r has no REST API: %s", self.job.job_name, e)
+            self._rest_server = None
             return None
 
     def cluster_jobs(self) -> List[Dict[str, Any]]:
@@ -739,11 +787,13 @@ class JobMaster(TaskDeployer):
 
     def web_url(self) -> Optional[str]:
         """The REST API's and web UI's URL (None: none could be bound)."""
-        return self.rest.url if self.rest is not None else None
+        rest = self.rest
+        return rest.url if rest is not None else None
 
     def rest_token(self) -> Optional[str]:
         """The token its write endpoints need off loopback (None on loopback)."""
-        return self.rest.token if self.rest is not None else None
+        rest = self.rest
+        return rest.token if rest is not None else None
 
     # -- calls from the driver ---------------------------------------------------------
     def cancel(self) -> None:
@@ -781,6 +831,13 @@ class JobMaster(TaskDeployer):
     def status(self) -> str:
         return self.scheduler.status.value
 
+    def display_status(self) -> Optional[Tuple[str, str]]:
+        """``(the name shown for the job, its status)``; None for a spare master that has
+        no job yet."""
+        if not self._assigned:
+            return None
+        return self.display_name, self.status()
+
     def data_endpoints(self) -> Dict[str, Any]:
         """Where the job's data plane listens: ``{"tasks": {task key: address}, "driver":
         {endpoint id: address}}`` (an address: node id, unix socket path, TCP host and
@@ -790,13 +847,14 @@ class JobMaster(TaskDeployer):
             return {"tasks": dict(self.task_addresses), "driver": dict(self.driver_addresses)}
 
     def _record_snapshot(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        info = self.info()
-        info["master"] = f"{self.name_prefix}{MASTER_SUFFIX}"
-        return info, self.checkpoint_stats()
+        return self.info(), self.checkpoint_stats()
 
     def info(self) -> Dict[str, Any]:
         """What ``flowray info`` / ``flowray list`` show: ids, status, times, the tasks
-        with their parallelism, and the latest checkpoint and savepoint."""
+        with their parallelism, and the latest checkpoint and savepoint (``{"spare":
+        True}`` for a spare master that has no job yet)."""
+        if not self._assigned:
+            return {"spare": True}
         with self._lock:
             sched = self.scheduler
             status = (self._outcome.status if self._outcome is not None else sched.status)
@@ -825,6 +883,7 @@ class JobMaster(TaskDeployer):
                     for v in self.job.job_graph.topological_order()]
         return {"job_id": self.job.job_id, "job_name": self.job.job_name,
                 "name": self.display_name, "status": status.value,
+                "master": self.actor_name,
                 "node_id": ray.get_runtime_context().get_node_id(),
                 "detached": self.detached, "start_ms": self.submitted_ms,
                 "end_ms": self.ended_ms, "vertices": vertices,

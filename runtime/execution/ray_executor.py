@@ -69,13 +69,19 @@ from flowray.runtime.execution.actor_names import StoredJob
 from flowray.runtime.execution.job_directory import (MASTER_SUFFIX, actor_prefix,
                                                      display_name_for, live_display_names)
 from flowray.runtime.execution.job_master import JobMaster
-from flowray.runtime.execution.task_actor_pool import driver_pool
+from flowray.runtime.execution.task_actor_pool import driver_pool, pool_name
+from flowray.runtime.execution.spare_masters import driver_spares
+from flowray.runtime.execution.master_assignment import delete_assignment
+from flowray.runtime.execution.standby_actors import kill_quietly
 from flowray.runtime.execution.task_actor import TaskActor, _node, actor_name
 
 
 __all__ = ["JobMaster", "TaskActor", "RayExecutor", "actor_name"]
 
 log = logging.getLogger(__name__)
+
+#: how long a spare job master may take to accept its job (it may still be starting)
+SPARE_ASSIGN_TIMEOUT_S = 60.0
 
 
 class _RayJobHandle(JobHandle):
@@ -89,9 +95,12 @@ class _RayJobHandle(JobHandle):
 
     def __init__(self, job_id: str, job_name: str, master: Any, ref: Any,
                  listeners: List[SocketListener], master_name: str,
-                 owns_master: bool = True, actor_pool: Any = None) -> None:
+                 owns_master: bool = True, actor_pool: Any = None,
+                 master_restarts: int = 0) -> None:
         self.job_id = job_id
         self.actor_pool = actor_pool
+        #: a restartable master's assignment (a spare's) is deleted on release
+        self.master_restarts = master_restarts
         self.job_name = job_name
         self.master = master
         self.ref = ref
@@ -194,6 +203,11 @@ class _RayJobHandle(JobHandle):
                 ray.kill(self.master, no_restart=True)
             except Exception:  # noqa: BLE001 - the master may be gone already
                 pass
+            if self.master_restarts:   # a spare's restartable job's (else there is none)
+                try:
+                    delete_assignment(self.master._actor_id.hex())
+                except Exception:  # noqa: BLE001 - Ray is gone: so is its store
+                    pass
         if self.actor_pool is not None:   # a master that died took no actor back
             try:
                 self.actor_pool.drop_job.remote(self.job_id)
@@ -253,7 +267,14 @@ class RayExecutor(JobExecutor):
             driver_addresses[eid] = listener.address()
             endpoints.append(DriverEndpoint(eid, mode, chans,
                                             _SocketDriverConnections(listener, set(chans))))
-        display = display_name_for(job.job_name, live_display_names(job.job_name))
+        runtime_env = python_runtime_env(job.config)  # add_python_file & co.
+        # warm task actors and a spare master of this driver (they die with it, as an
+        # attached job does; a detached job and one with its own Python environment start
+        # their own)
+        pooled = not detached and not runtime_env and config.get(TASK_ACTOR_POOL_SIZE) > 0
+        spares = driver_spares() if pooled else None
+        display = display_name_for(job.job_name, live_display_names(
+            job.job_name, idle_spares=spares.idle_names() if spares else frozenset()))
         prefix = actor_prefix(display, job.job_id)
         name = f"{prefix}{MASTER_SUFFIX}"
         # pickled here: the user's modules are registered for pickling by value with
@@ -271,18 +292,29 @@ class RayExecutor(JobExecutor):
                                        max_task_retries=-1 if restarts else 0)
         if detached:  # outlives the submitting process; ends itself after the job
             options["lifetime"] = "detached"
-        runtime_env = python_runtime_env(job.config)  # add_python_file & co.
         if runtime_env:  # the task actors the master creates inherit it
             options["runtime_env"] = _upload_runtime_env(runtime_env)
-        # warm task actors of this driver (the pool's actors die with it, as an attached
-        # job does; a detached job and one with its own Python environment start theirs)
         pool = (driver_pool(config.get(TASK_ACTOR_POOL_SIZE),
-                            config.get(TASK_ACTOR_POOL_MAX_IDLE))
-                if not detached and not runtime_env and config.get(TASK_ACTOR_POOL_SIZE) > 0
-                else None)
-        master = JobMaster.options(**options).remote(
-            job_arg, driver_addresses, prefix, detached, int(time.time() * 1000), display,
-            pool)
+                            config.get(TASK_ACTOR_POOL_MAX_IDLE)) if pooled else None)
+        submitted_ms = int(time.time() * 1000)
+        master = None
+        spare = spares.take(restarts) if spares is not None else None
+        if spare is not None:
+            name, master = spare
+            try:
+                ray.get(master.assign.remote(job_arg, driver_addresses, prefix, submitted_ms,
+                                             display, pool, pool_name(pool)),
+                        timeout=SPARE_ASSIGN_TIMEOUT_S)
+            except Exception as e:  # noqa: BLE001 - dead or failing: the job gets its own
+                log.debug("flowray: the spare job master %s could not take job %s: %s",
+                          name, job.job_id, e)
+                kill_quietly(master)
+                master, name = None, f"{prefix}{MASTER_SUFFIX}"
+        if master is None:
+            master = JobMaster.options(**options).remote(
+                job_arg, driver_addresses, prefix, detached, submitted_ms, display, pool)
+        if spares is not None:   # the next job's, warm by the time this one has ended
+            spares.replenish(restarts)
         for ep in endpoints:
             ep.start()
         if detached:
@@ -293,7 +325,7 @@ class RayExecutor(JobExecutor):
         else:
             ref = master.run.remote()
             handle = _RayJobHandle(job.job_id, job.job_name, master, ref, listeners, name,
-                                   actor_pool=pool)
+                                   actor_pool=pool, master_restarts=restarts)
         client = JobClient(handle, endpoints, config.get(PROGRESS_INTERVAL), detached=detached)
         client.endpoints_by_id = {ep.endpoint_id: ep for ep in endpoints}  # type: ignore[attr-defined]
         return client

@@ -67,9 +67,22 @@ class RestServer:
         return f"http://{host}:{self.port}"
 
     def start(self) -> "RestServer":
+        """Starts serving; returns once bound. Raises :class:`OSError` when no port of
+        ``ports`` can be bound."""
+        return self.start_in_background().wait_started(30.0)
+
+    def start_in_background(self) -> "RestServer":
+        """Starts serving in a thread of its own without waiting for it to bind (aiohttp's
+        import and the bind stay off the caller's path); :meth:`wait_started` waits."""
         self._thread = threading.Thread(target=self._run, name="flowray-rest", daemon=True)
         self._thread.start()
-        self._ready.wait(30)
+        return self
+
+    def wait_started(self, timeout_s: float) -> "RestServer":
+        """Waits until bound; raises what binding raised (:class:`OSError`), or
+        :class:`TimeoutError` if not bound within ``timeout_s``."""
+        if not self._ready.wait(timeout_s):
+            raise TimeoutError(f"the REST API did not start within {timeout_s:g} s")
         if self._error is not None:
             raise self._error
         return self

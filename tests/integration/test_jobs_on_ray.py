@@ -139,10 +139,17 @@ def test_actors_are_named_in_flowray_namespace(ray_session, pool_size):
         next(it)  # the job runs; the unconsumed collect channel holds it back
         names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                  if a["namespace"] == "flowray"}
-        # the job's master is named "<job name>@<job id prefix>/jobmaster"; its task
-        # actors under the same prefix, or, taken from the driver's pool, the pool's
+        # the job's master is named "<job name>@<job id prefix>/jobmaster" and its task
+        # actors under the same prefix; or, with the driver's pool, the master is the
+        # driver's spare (if one was started) and the task actors the pool's
         prefix = f"named job@{it._client.get_job_id()[:8]}"
-        assert f"{prefix}/jobmaster" in names
+        master = ray.get(it._client.job_master_actor().info.remote())["master"]
+        assert master in names
+        if pool_size == 0:
+            assert master == f"{prefix}/jobmaster"
+        else:
+            assert master == f"{prefix}/jobmaster" or (
+                master.startswith("flowray-pool/") and master.endswith("/jobmaster"))
         tasks = ray.get(it._client.job_master_actor().task_actor_names.remote())
         assert len(tasks) == 3   # two of the source and map, the collect sink
         if pool_size == 0:
