@@ -1,8 +1,10 @@
 """Finding jobs on a Ray cluster: every job master is a named actor
 ``<name>@<job id prefix>/jobmaster`` in the Ray namespace ``flowray``, where ``<name>`` is
 the job's name, or ``<job name>#2``... while a job of that name still runs (an ended job's
-name is free at once, though its master stays for ``jobstore.expiration-time``);
-:func:`list_jobs` asks each master for its info and :func:`find_job` picks the one a user
+name is free at once, though its master stays for ``jobstore.expiration-time``), or, for
+an attached job that took its driver's spare master (spare_masters.py), the spare's name
+``flowray-pool/<driver>/master-<n>/jobmaster``; :func:`list_jobs` asks each master for its
+info (an idle spare answers that it has no job) and :func:`find_job` picks the one a user
 names (see :mod:`flowray.runtime.execution.jobs`). Apart from re-attaching clients, so the
 job master itself can list its cluster's jobs."""
 

@@ -178,6 +178,25 @@ def test_no_free_port_is_a_clear_error_and_ports_parse_like_flinks():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
 
 
+def test_a_server_started_in_the_background_reports_its_bind_error_when_waited_for():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    _, r = _router()
+    try:
+        server = RestServer(r, "127.0.0.1", [port]).start_in_background()
+        with pytest.raises(RestBindError, match="rest.port"):
+            server.wait_started(30.0)
+        ok = RestServer(r, "127.0.0.1", [0]).start_in_background().wait_started(30.0)
+        try:
+            assert ok.port and _request(f"{ok.url}/jobs/overview")[0] == 200
+        finally:
+            ok.close()
+    finally:
+        taken.close()
+
+
 def test_the_web_ui_ships_in_the_package_and_asks_only_for_paths_the_api_serves():
     import re
 
