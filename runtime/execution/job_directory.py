@@ -56,7 +56,9 @@ def display_name_of(actor_name: str) -> str:
 
 
 def is_spare_master_name(actor_name: str) -> bool:
-    """>>> is_spare_master_name("flowray-pool/01000000/master-3/jobmaster")
+    """Whether ``actor_name`` is a spare job master's (not named for its job).
+
+    >>> is_spare_master_name("flowray-pool/01000000/master-3/jobmaster")
     True
     >>> is_spare_master_name("wc@4f2a9c0d/jobmaster")
     False

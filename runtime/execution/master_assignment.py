@@ -55,7 +55,9 @@ class MasterAssignment:
 
 
 def assignment_key(actor_id: str) -> bytes:
-    """>>> assignment_key("ab12")
+    """The GCS key of the master ``actor_id``'s assignment.
+
+    >>> assignment_key("ab12")
     b'masters/ab12'
     """
     return KEY_PREFIX + actor_id.encode()

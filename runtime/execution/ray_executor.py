@@ -46,6 +46,7 @@ from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.runtime.execution.cluster import NAMESPACE, ensure_ray
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.common.options import (
+    JOB_MASTER_SPARES,
     TASK_STDOUT_TO_CLIENT,
     ATTACHED,
     JOB_MASTER_MAX_RESTARTS,
@@ -272,7 +273,7 @@ class RayExecutor(JobExecutor):
         # attached job does; a detached job and one with its own Python environment start
         # their own)
         pooled = not detached and not runtime_env and config.get(TASK_ACTOR_POOL_SIZE) > 0
-        spares = driver_spares() if pooled else None
+        spares = driver_spares() if pooled and config.get(JOB_MASTER_SPARES) else None
         display = display_name_for(job.job_name, live_display_names(
             job.job_name, idle_spares=spares.idle_names() if spares else frozenset()))
         prefix = actor_prefix(display, job.job_id)

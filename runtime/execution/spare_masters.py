@@ -1,10 +1,12 @@
 """A driver's spare job masters: one idle :class:`JobMaster` per kind (its number of Ray
-restarts), started when a job of that kind is released, so that the next attached job of
-the driver takes a master whose process runs and whose modules are imported already
-(``JobMaster.assign``) instead of waiting for Ray to start one.
+restarts), started as a job of that kind is submitted, so that the driver's next attached
+job takes a master whose process runs and whose modules are imported already
+(``JobMaster.assign``) instead of waiting for Ray to start one. A driver starts spares
+from its second job on: a program that runs a single job never pays for one.
 
 Spares are used where the driver's task actor pool is (attached jobs without a Python
-environment of their own, ``flowray.task-actor-pool.size`` > 0). A spare belongs to the
+environment of their own, ``flowray.task-actor-pool.size`` > 0) and
+``flowray.jobmaster.spare`` is on. A spare belongs to the
 driver, as an attached job's master does: Ray kills it with the driver. Its actor name is
 ``flowray-pool/<driver's Ray job id>/master-<n>/jobmaster``, not the job's (Ray names are
 fixed at creation); ``JobMaster.info()["master"]`` and ``flowray list`` give it. A spare
@@ -34,12 +36,15 @@ class SpareMasters:
         self._prefix = f"{SPARE_NAME_PREFIX}{driver_job_id}/master-"
         self._idle: Dict[int, Tuple[str, Any]] = {}
         self._ids = itertools.count()
+        self._jobs = 0   # taken (or asked for) so far
         self._lock = threading.Lock()
 
     def take(self, restarts: int) -> Optional[Tuple[str, Any]]:
         """The idle spare made for ``restarts`` Ray restarts, ``(name, handle)``, no longer
-        idle; None if there is none. It may still be starting: calls wait for it."""
+        idle; None if there is none. It may still be starting: calls wait for it. Counts
+        a job (:meth:`replenish` starts spares from a driver's second job on)."""
         with self._lock:
+            self._jobs += 1
             return self._idle.pop(restarts, None)
 
     def idle_name(self, restarts: int) -> Optional[str]:
@@ -52,10 +57,12 @@ class SpareMasters:
         with self._lock:
             return frozenset(name for name, _ in self._idle.values())
 
-    def replenish(self, restarts: int) -> None:
-        """Start a spare for ``restarts`` unless one is idle (does not wait for it)."""
+    def replenish(self, restarts: int, force: bool = False) -> None:
+        """Start a spare for ``restarts`` unless one is idle, or this driver has taken
+        only one job so far (a program that runs one job would start a process it never
+        uses, while its job starts); ``force``: even then. Does not wait for it."""
         with self._lock:
-            if restarts in self._idle:
+            if restarts in self._idle or (self._jobs < 2 and not force):
                 return
             name = f"{self._prefix}{next(self._ids)}{MASTER_SUFFIX}"
             self._idle[restarts] = (name, JobMaster.options(

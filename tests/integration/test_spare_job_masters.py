@@ -37,7 +37,7 @@ def _master_name(client) -> str:
 def _spare_for(restarts: int) -> str:
     """The name of this driver's idle spare for ``restarts`` (started if there is none)."""
     spares = driver_spares()
-    spares.replenish(restarts)
+    spares.replenish(restarts, force=True)
     name = spares.idle_name(restarts)
     assert name is not None
     return name

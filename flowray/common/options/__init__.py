@@ -65,6 +65,7 @@ from flowray.common.options.job_master import (
     LOCAL_PATHS_SHARED,
     STANDBY_TASKS,
     TASK_ACTOR_POOL_MAX_IDLE,
+    JOB_MASTER_SPARES,
     TASK_ACTOR_POOL_SIZE,
 )
 from flowray.common.options.memory import (
@@ -161,6 +162,7 @@ __all__ = [
     "STANDBY_TASKS",
     "TASK_ACTOR_POOL_SIZE",
     "TASK_ACTOR_POOL_MAX_IDLE",
+    "JOB_MASTER_SPARES",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
     "LOCAL_PATHS_SHARED",

@@ -58,6 +58,16 @@ TASK_ACTOR_POOL_MAX_IDLE = register_option(
     check=bounded(0, 10_000, below="must not be negative"),
 )
 
+JOB_MASTER_SPARES = register_option(
+    "flowray.jobmaster.spare",
+    parse_bool,
+    True,
+    "Whether a driver keeps a spare job master started for its next attached job (one "
+    "per kind: restarted by Ray or not), as it keeps task actors (only where the task "
+    "actor pool is used): the job's master process is then running when it is submitted. "
+    "A spare's actor name is flowray-pool/<driver>/master-<n>/jobmaster, not the job's.",
+)
+
 
 HEARTBEAT_INTERVAL = register_option(
     "heartbeat.interval",
