@@ -103,10 +103,10 @@ def _count(a, b):
 
 
 def _job(broker, src: str, dst: str, tmp_path, parallelism: int = 2, savepoint: str = None,
-         backend: str = "hashmap", uid_suffix: str = ""):
+         backend: str = "hashmap", uid_suffix: str = "", settings=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     config = env.get_configuration()
-    for key, value in RESTARTS.items():
+    for key, value in {**RESTARTS, **(settings or {})}.items():
         config.set_string(key, value)
     config.set_string("execution.checkpointing.dir", str(tmp_path / "checkpoints"))
     config.set_string("state.backend.type", backend)
@@ -192,7 +192,11 @@ def test_job_master_kill_commits_every_record_exactly_once(ray_session, kafka_br
 def test_broker_restart_mid_job(ray_session, kafka_broker, tmp_path):
     t = _topics(kafka_broker)
     output = CommittedOutput(kafka_broker, t["dst"])
-    client = _job(kafka_broker, t["src"], t["dst"], tmp_path)
+    # a sink whose commit hangs in librdkafka across the restart (send_offsets_to_
+    # transaction does not return) is restarted once it made no progress for
+    # heartbeat.timeout (50 s by default)
+    client = _job(kafka_broker, t["src"], t["dst"], tmp_path,
+                  settings={"heartbeat.timeout": "15 s", "heartbeat.interval": "2 s"})
     _wait_for_output(client, output, N // 3)
     kafka_broker.stop()
     kafka_broker.start()
