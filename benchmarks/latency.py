@@ -17,7 +17,7 @@ default) two runs:
 Every run's per-key counts are checked against the closed form (each key's count is the
 number of records with that key); a wrong count ends the benchmark with an error.
 
-    python benchmarks/latency.py [--seconds 20] [--timeouts 0,5,100] [--keys 1000]
+    python benchmarks/latency.py [--seconds 20] [--timeouts 0,5,100] [--keys 1000] [--rate R]
 """
 
 from __future__ import annotations
@@ -229,6 +229,9 @@ def main(argv: List[str] | None = None) -> None:
                     help="seconds at the start of each latency run left out")
     ap.add_argument("--rounds", type=int, default=1,
                     help="throughput runs per timeout (alternating; median)")
+    ap.add_argument("--rate", type=float, default=None,
+                    help="pace the latency runs at this many records/s (default: half of "
+                         "the 100 ms setting's top rate in this invocation)")
     ap.add_argument("--json", default="benchmarks/results/latency.json")
     args = ap.parse_args(argv)
     timeouts = [int(t) for t in args.timeouts.split(",") if t]
@@ -258,7 +261,7 @@ def main(argv: List[str] | None = None) -> None:
             print(f"  throughput  buffer timeout {t:>4} ms  {total:>11,} records "
                   f"{r['running_s']:6.1f} s  {total / r['running_s']:>11,.0f} rec/s", flush=True)
     top = {t: statistics.median(v) for t, v in rates.items()}
-    rate = top[100] / 2
+    rate = args.rate or top[100] / 2
     paced_total = int(rate * args.seconds)
     summaries: Dict[int, dict] = {}
     for t in timeouts:
@@ -276,7 +279,7 @@ def main(argv: List[str] | None = None) -> None:
 
     print(f"\nsource -> map -> key_by -> process -> sink, p={PARALLELISM}, {args.keys:,} keys, "
           f"exactly-once checkpoints every {args.checkpoint_ms} ms; latency runs paced at "
-          f"{rate:,.0f} records/s (half of the 100 ms setting's top rate), "
+          f"{rate:,.0f} records/s ({'--rate' if args.rate else 'half of the 100 ms setting' + chr(39) + 's top rate'}), "
           f"{args.seconds:.0f} s each, first {args.warmup:.0f} s left out\n")
     header = (f"{'buffer timeout':<16}{'records/s':>12}{'vs 100 ms':>11}{'p50 ms':>9}"
               f"{'p99 ms':>9}{'p99.9 ms':>10}{'p99 outside ckpt':>18}{'p99 during ckpt':>17}")
