@@ -88,7 +88,7 @@ from flowray.common.options import (
     unaligned_checkpoints_enabled,
 )
 
-__all__ = ["TaskCancelled", "StreamTask", "source_pause_s"]
+__all__ = ["TaskCancelled", "StreamTask"]
 
 log = logging.getLogger(__name__)
 
@@ -100,40 +100,11 @@ class TaskCancelled(Exception):
     pass
 
 
-#: how long a source's loop waits when its source had nothing (a wakeup ends it sooner)
-IDLE_SOURCE_WAIT_S = 0.005
-#: a poll that gave fewer than 1/TRICKLE_FRACTION of the records asked for is a trickle
-TRICKLE_FRACTION = 16
-#: how long a source's loop lets a trickle gather
-TRICKLE_WAIT_S = 0.001
-
-
-def source_pause_s(asked: int, emitted: int, duty_in_s: float) -> Optional[float]:
-    """How long a source task waits after a poll that emitted ``emitted`` of the
-    ``asked`` records (None: it polls again at once), ``duty_in_s`` being the time until
-    its next flush or timer. A source with nothing waits up to ``IDLE_SOURCE_WAIT_S``; one
-    that gives a trickle (a few records a poll) waits ``TRICKLE_WAIT_S`` for more to
-    gather rather than spin on tiny batches, which takes a core from the tasks downstream
-    (on 2 cores it tripled the p99 latency of a source paced at half its top rate). A
-    back-pressured poll asks for few records and gets them: no wait.
-
-    >>> source_pause_s(1000, 1000, 0.1), source_pause_s(4, 4, 0.1)
-    (None, None)
-    >>> source_pause_s(1000, 0, 0.1), source_pause_s(1000, 3, 0.1), source_pause_s(1000, 3, 0.0)
-    (0.005, 0.001, 0.0)
-    """
-    if emitted == 0:
-        return min(duty_in_s, IDLE_SOURCE_WAIT_S)
-    if emitted < asked // TRICKLE_FRACTION:
-        return min(duty_in_s, TRICKLE_WAIT_S)
-    return None
-
-
 class StreamTask:
     """Runs one subtask to completion. ``run()`` returns a :class:`TaskResult`; it never
     raises for failures inside the job (those are the result)."""
 
-    IDLE_SOURCE_WAIT_S = IDLE_SOURCE_WAIT_S
+    IDLE_SOURCE_WAIT_S = 0.005
     MAX_WAIT_S = 0.1
     FRAMES_PER_TURN = 8
 
@@ -628,17 +599,15 @@ class StreamTask:
                 continue
             # debloated outputs: emit about a batch per channel at a time, so a trigger
             # waiting in the mailbox is not held behind a long back-pressured write
-            asked = (max(1, min(batch_size, *(rw.capacity() for rw in writers)))
-                     if writers else batch_size)
-            n = head.emit_next(asked)
+            n = head.emit_next(max(1, min(batch_size, *(rw.capacity() for rw in writers)))
+                               if writers else batch_size)
             if n is None:
                 break
             self.records_in += n
             wait = self._housekeeping()
-            pause = source_pause_s(asked, n, wait)
-            if pause is not None:
+            if n == 0:
                 t0 = self.clock.monotonic_ms()
-                self._wakeup.wait(pause)
+                self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
                 self.idle_ms += self.clock.monotonic_ms() - t0
         self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
         if not self.finished_on_restore and self._stop_mode != STOP_NO_DRAIN:
