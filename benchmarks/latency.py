@@ -262,6 +262,7 @@ def main(argv: List[str] | None = None) -> None:
                   f"{r['running_s']:6.1f} s  {total / r['running_s']:>11,.0f} rec/s", flush=True)
     top = {t: statistics.median(v) for t, v in rates.items()}
     rate = args.rate or top[100] / 2
+    paced_by = "--rate" if args.rate else "half of the 100 ms setting's top rate"
     paced_total = int(rate * args.seconds)
     summaries: Dict[int, dict] = {}
     for t in timeouts:
@@ -279,7 +280,7 @@ def main(argv: List[str] | None = None) -> None:
 
     print(f"\nsource -> map -> key_by -> process -> sink, p={PARALLELISM}, {args.keys:,} keys, "
           f"exactly-once checkpoints every {args.checkpoint_ms} ms; latency runs paced at "
-          f"{rate:,.0f} records/s ({'--rate' if args.rate else 'half of the 100 ms setting' + chr(39) + 's top rate'}), "
+          f"{rate:,.0f} records/s ({paced_by}), "
           f"{args.seconds:.0f} s each, first {args.warmup:.0f} s left out\n")
     header = (f"{'buffer timeout':<16}{'records/s':>12}{'vs 100 ms':>11}{'p50 ms':>9}"
               f"{'p99 ms':>9}{'p99.9 ms':>10}{'p99 outside ckpt':>18}{'p99 during ckpt':>17}")

@@ -70,7 +70,7 @@ from flowray.runtime.execution.actor_names import StoredJob
 from flowray.runtime.execution.job_directory import (MASTER_SUFFIX, actor_prefix,
                                                      display_name_for, live_display_names)
 from flowray.runtime.execution.job_master import JobMaster
-from flowray.runtime.execution.task_actor_pool import driver_pool, pool_name
+from flowray.runtime.execution.task_actor_pool import driver_pool, driver_pool_name
 from flowray.runtime.execution.spare_masters import driver_spares
 from flowray.runtime.execution.master_assignment import delete_assignment
 from flowray.runtime.execution.standby_actors import kill_quietly
@@ -304,7 +304,8 @@ class RayExecutor(JobExecutor):
             name, master = spare
             try:
                 ray.get(master.assign.remote(job_arg, driver_addresses, prefix, submitted_ms,
-                                             display, pool, pool_name(pool)),
+                                             display, pool,
+                                             driver_pool_name() if pool is not None else None),
                         timeout=SPARE_ASSIGN_TIMEOUT_S)
             except Exception as e:  # noqa: BLE001 - dead or failing: the job gets its own
                 log.debug("flowray: the spare job master %s could not take job %s: %s",

@@ -23,17 +23,18 @@ from typing import Any, Dict, Optional, Tuple
 import ray
 
 from flowray.runtime.execution.cluster import NAMESPACE
-from flowray.runtime.execution.job_directory import MASTER_SUFFIX, SPARE_NAME_PREFIX
+from flowray.runtime.execution.job_directory import MASTER_SUFFIX
 from flowray.runtime.execution.job_master import JobMaster
 from flowray.runtime.execution.standby_actors import kill_quietly
+from flowray.runtime.execution.task_actor_pool import driver_pool_name
 
 __all__ = ["SpareMasters", "driver_spares"]
 
 class SpareMasters:
     """The idle spares of one driver, at most one per kind (``max_restarts``)."""
 
-    def __init__(self, driver_job_id: str) -> None:
-        self._prefix = f"{SPARE_NAME_PREFIX}{driver_job_id}/master-"
+    def __init__(self, pool_name: str) -> None:
+        self._prefix = f"{pool_name}/master-"
         self._idle: Dict[int, Tuple[str, Any]] = {}
         self._ids = itertools.count()
         self._jobs = 0   # taken (or asked for) so far
@@ -88,5 +89,5 @@ def driver_spares() -> SpareMasters:
     with _SPARES_LOCK:
         spares = _SPARES.get(key)
         if spares is None:
-            spares = _SPARES[key] = SpareMasters(ctx.get_job_id())
+            spares = _SPARES[key] = SpareMasters(driver_pool_name())
         return spares

@@ -22,11 +22,12 @@ from typing import Any, Dict, List, Optional, Tuple
 import ray
 
 from flowray.runtime.execution.cluster import NAMESPACE
+from flowray.runtime.execution.job_directory import SPARE_NAME_PREFIX
 from flowray.runtime.execution.standby_actors import kill_quietly
 from flowray.runtime.execution.task_actor import TaskActor
 from flowray.runtime.jobmaster.actor_pool import ActorPoolState
 
-__all__ = ["TaskActorPool", "driver_pool", "pool_name", "POOL_THREADS"]
+__all__ = ["TaskActorPool", "driver_pool", "driver_pool_name", "POOL_THREADS"]
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,6 @@ class TaskActorPool:
 
 _POOLS: Dict[Tuple[str, str], Any] = {}
 _POOLS_LOCK = threading.Lock()
-_POOL_NAMES: Dict[str, str] = {}
 
 
 def driver_pool(size: int, max_idle: int) -> Optional[Any]:
@@ -133,14 +133,13 @@ def driver_pool(size: int, max_idle: int) -> Optional[Any]:
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None and (size > 0 or max_idle > 0):
-            name = f"flowray-pool/{ctx.get_job_id()}"   # (its actors' names extend it)
+            name = driver_pool_name()   # (its actors' names extend it)
             pool = _POOLS[key] = TaskActorPool.options(name=name, namespace=NAMESPACE).remote(
                 name, size, max(size, max_idle))
-            _POOL_NAMES[pool._actor_id.hex()] = name
         return pool
 
 
-def pool_name(pool: Optional[Any]) -> Optional[str]:
-    """The actor name of a pool :func:`driver_pool` made (a restarted job master looks
-    it up by name); None for None."""
-    return None if pool is None else _POOL_NAMES.get(pool._actor_id.hex())
+def driver_pool_name() -> str:
+    """The actor name of this driver's pool, which also begins its actors' and its spare
+    job masters' names (a restarted job master looks the pool up by it)."""
+    return f"{SPARE_NAME_PREFIX}{ray.get_runtime_context().get_job_id()}"
