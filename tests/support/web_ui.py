@@ -12,6 +12,9 @@ __all__ = ["WebUIPage"]
 T = TypeVar("T")
 
 
+#: how often a read is tried again when the page re-rendered under it
+STALE_RETRIES = 5
+
 class WebUIPage:
     """The web UI of one job master at ``url``, in ``driver``."""
 
@@ -52,11 +55,21 @@ class WebUIPage:
                       f"the {tab} tab")
 
     def texts(self, selector: str) -> List[str]:
-        return [e.text for e in self.driver.find_elements("css selector", selector)]
+        return self._read(selector, lambda e: e.text)
 
     def attribute_of(self, selector: str, name: str) -> List[str]:
-        return [e.get_attribute(name) for e in self.driver.find_elements("css selector",
-                                                                           selector)]
+        return self._read(selector, lambda e: e.get_attribute(name))
+
+    def _read(self, selector: str, value) -> List[str]:
+        """``value`` of each element ``selector`` finds; found again when the page
+        re-rendered (every 2 s) between finding the elements and reading them."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        for _ in range(STALE_RETRIES):
+            try:
+                return [value(e) for e in self.driver.find_elements("css selector", selector)]
+            except StaleElementReferenceException:
+                continue
+        return [value(e) for e in self.driver.find_elements("css selector", selector)]
 
     def text(self) -> str:
         return self.driver.find_element("css selector", "body").text
