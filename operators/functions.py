@@ -1,7 +1,8 @@
 """User-function interfaces, shaped like PyFlink's ``pyflink.datastream.functions``.
 
 Functions may be lambdas, plain functions or instances of these classes. Class instances
-get ``open(runtime_context)`` before the first record and ``close()`` at the end.
+get ``open(runtime_context)`` before the first record and ``close()`` at the end,
+also when the task is cancelled or fails (as in Flink: release what ``open`` took there).
 ``flat_map`` and ``process_element`` may ``yield`` any number of outputs (or return an
 iterable, or ``None``).
 

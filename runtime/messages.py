@@ -64,6 +64,8 @@ class TaskResult:
     state: TaskState
     failure: Optional[TaskFailure] = None
     metrics: Dict[str, Any] = field(default_factory=dict)
+    #: the actor that ran the task may host its next attempt (set by the actor)
+    actor_reusable: bool = False
 
 
 @dataclass

@@ -39,6 +39,7 @@ from flowray.common.options import (
     REST_PORT,
     REST_TOKEN,
     SAVEPOINTS_DIR,
+    REDEPLOY_IN_PLACE,
     STANDBY_TASKS,
     SUBMISSION_ID,
 )
@@ -189,6 +190,9 @@ class JobMaster(TaskDeployer):
         self.actor_pool = actor_pool
         #: subtasks whose actor is the pool's (given back, not killed, when they finished)
         self._pooled: Set[SubtaskId] = set()
+        #: subtasks whose actor's last attempt ended and left it fit for the next one
+        #: (a failover redeploys into it: no new process)
+        self._redeployable: Set[SubtaskId] = set()
         #: each task actor's epoch (its ``address``): calls name it, so that a pooled
         #: actor hosting a later task drops what was meant for this one
         self._epochs: Dict[SubtaskId, int] = {}
@@ -218,6 +222,7 @@ class JobMaster(TaskDeployer):
             standbys = 0
         self.standbys = StandbyActors(standbys, name_prefix, job.job_id)
         self._standby_hold = True
+        self._redeploy_in_place = config.get(REDEPLOY_IN_PLACE)
         self._checkpointing = self.scheduler.settings.enabled
         # Ray restarted this actor after it died (max_restarts): the job goes on from the
         # completed checkpoints in storage; the dead master's tasks died with it
@@ -385,9 +390,12 @@ class JobMaster(TaskDeployer):
     def _on_run_ended(self, ref: Any) -> None:
         attempt, s = self.refs.pop(ref)
         self.heartbeats.untrack(s)
+        self._redeployable.discard(s)
         try:
             result: TaskResult = ray.get(ref)
             self._mark("ended:" + result.state.value, s)
+            if result.actor_reusable and self._redeploy_in_place:
+                self._redeployable.add(s)
             self.scheduler.on_task_result(attempt, result)
         except (RayActorError, RayTaskError) as e:
             self._mark("lost", s)
@@ -480,21 +488,28 @@ class JobMaster(TaskDeployer):
         or one that does not answer within ``flowray.deploy-timeout``, is a task failure
         for the failover and restart strategies."""
         subtasks = [d.subtask for d in descriptors]
-        old = [s for s in subtasks if s in self.actors]
+        avoid = self._nodes_to_avoid()
+        # a failover's tasks whose last attempts ended cleanly run again in their actors
+        in_place = {s for s in subtasks if s in self.actors and s in self._redeployable
+                    and self.nodes.get(s, "") not in avoid}
+        old = [s for s in subtasks if s in self.actors and s not in in_place]
         if old:
             self._kill(old)
-        avoid = self._nodes_to_avoid()
         strategy = placement_strategy(avoid)
         created = []
         for d in descriptors:
             d.channel_secret = self.job.channel_secret
         self.deployments.start(attempt, subtasks, time.monotonic() + self.deploy_timeout_s)
         self._standby_hold = True
-        pooled = self._take_pooled(descriptors, strategy)
+        pooled = self._take_pooled([d for d in descriptors if d.subtask not in in_place],
+                                   strategy)
         for d in descriptors:
             s = d.subtask
             self._mark("deploy", s)
             self.standbys.learn(d)
+            if s in in_place:
+                self._redeploy_into_same_actor(d)
+                continue
             self._pooled.discard(s)
             if s in old and self._deploy_into_standby(d, avoid):
                 continue
@@ -511,6 +526,15 @@ class JobMaster(TaskDeployer):
             created.append(s)
         for s in created:
             self._address_refs[self.actors[s].address.remote()] = s
+
+    def _redeploy_into_same_actor(self, d: TaskDeploymentDescriptor) -> None:
+        """Give ``d`` to the actor its subtask's last attempt ran in (its address
+        comes back as a new actor's does; if the actor cannot take it, that is a
+        deployment failure, and the next attempt gets a new actor)."""
+        s = d.subtask
+        self._redeployable.discard(s)
+        self._address_refs[self.actors[s].redeploy.remote(d, self.me)] = s
+        self._mark("created", s)
 
     def _create_actor(self, d: TaskDeploymentDescriptor, strategy: Any) -> Any:
         name = self._name(d.subtask)
@@ -659,6 +683,7 @@ class JobMaster(TaskDeployer):
         if gone and self.actor_pool is not None:
             self.actor_pool.forget.remote(gone)
         dead = set(subtasks)
+        self._redeployable -= dead
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
         self._address_refs = {r: v for r, v in self._address_refs.items() if v not in dead}
         for s in subtasks:

@@ -232,14 +232,40 @@ class TaskActor:
             if (self._running or task is None or self._cancelled
                     or not task.ended_normally()):
                 return False
-            self._epoch += 1   # calls for the ended task are dropped from here on
-            self.task = None
-            self.tdd = None
-            self.master = None
-            self._early = []
-            self.inbox = None
-            self._assigned.clear()
+            self._clear()
         return True
+
+    def redeploy(self, tdd: TaskDeploymentDescriptor, master: Any = None) -> Dict[str, Any]:
+        """Host ``tdd``, the next attempt of a task, in this actor whose task was
+        cancelled by a failover, failed, or finished (as Flink redeploys a region's tasks into the slots they
+        ran in, with no new process); its :meth:`address`. Raises ``RuntimeError`` if
+        this actor cannot host it (see :meth:`_can_redeploy`); calls for the ended task
+        are dropped from here on (its epoch is over)."""
+        with self._lock:
+            if not self._can_redeploy():
+                raise RuntimeError("this task actor cannot host another attempt: its task "
+                                   "runs, or did not end with its operators closed")
+            self._clear()
+            self._set_up(tdd, master)
+        return self.address()
+
+    def _can_redeploy(self) -> bool:
+        """Whether the ended task left this actor fit for another attempt: its run
+        returned, its operators were closed (``StreamTask.can_host_another``), and it used
+        sockets (calls of the Ray transport's producers may still be on their way)."""
+        task = self.task
+        return (not self._running and task is not None and task.can_host_another()
+                and self.transport != "ray")
+
+    def _clear(self) -> None:
+        """Forget the ended task (the lock held)."""
+        self._epoch += 1   # calls for the ended task are dropped from here on
+        self.task = None
+        self.tdd = None
+        self.master = None
+        self._early = []
+        self.inbox = None
+        self._assigned.clear()
 
     def current_epoch(self) -> int:
         """The epoch calls for the current (or, idle, the former) task name."""
@@ -300,10 +326,13 @@ class TaskActor:
         with self._lock:
             self._running = True
         try:
-            return self._run(addresses, driver_addresses)
+            result = self._run(addresses, driver_addresses)
         finally:
             with self._lock:
                 self._running = False
+        with self._lock:
+            result.actor_reusable = self._can_redeploy()
+        return result
 
     def _run(self, addresses: Dict[str, Dict[str, Any]],
              driver_addresses: Dict[str, Dict[str, Any]]) -> TaskResult:

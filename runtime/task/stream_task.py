@@ -92,6 +92,9 @@ __all__ = ["TaskCancelled", "StreamTask"]
 
 log = logging.getLogger(__name__)
 
+#: failures that leave the task's process unfit to host another attempt
+_FATAL_ERRORS = (MemoryError, SystemError)
+
 
 #: longest a finished task waits for its consumers to take its last frames
 CONSUMER_DRAIN_TIMEOUT_S = 600.0
@@ -157,6 +160,12 @@ class StreamTask:
         self.io_metrics: Optional[TaskIOMetrics] = None
         self.metrics_group = env.metrics_group_for(tdd)
         self.operators: List[StreamOperator] = []
+        #: the operators opened and not closed yet, in the order they were opened
+        self._opened: List[StreamOperator] = []
+        #: a cancelled or failed task closed every operator it had opened without error
+        self._closed_cleanly = False
+        #: the task failed with an error of its process (memory, the interpreter)
+        self._fatal = False
         self.record_writers: Dict[str, RecordWriter] = {}
         self.readers: Dict[str, ChannelReader] = {}
         self.gate: Optional[InputGate] = None
@@ -324,6 +333,8 @@ class StreamTask:
                     self.tdd.subtask, TaskState.CANCELED, None, self._final_metrics()
                 )
             self.state = TaskState.FAILED
+            # an error of the process itself leaves it unfit for another attempt
+            self._fatal = not isinstance(e, Exception) or isinstance(e, _FATAL_ERRORS)
             return TaskResult(
                 self.tdd.subtask, TaskState.FAILED, self._failure(e), self._final_metrics()
             )
@@ -334,6 +345,19 @@ class StreamTask:
         """The task finished (end of input, or stopped with a savepoint) and released what
         it held: its actor may host another task."""
         return self.state is TaskState.FINISHED and self._released
+
+    def can_host_another(self) -> bool:
+        """The task ended and released what it held, and its operators were closed: it
+        finished, or it was cancelled or failed (not with an error of its process:
+        ``MemoryError``, ``SystemError``, or no ``Exception`` at all) and every operator
+        it had opened closed without an error. Its actor may then host another attempt
+        of a task (a failover redeploys into it, as Flink redeploys into the same slot)."""
+        if not self._released:
+            return False
+        if self.state is TaskState.FINISHED:
+            return True
+        return (self.state in (TaskState.CANCELED, TaskState.FAILED) and self._closed_cleanly
+                and not self._fatal)
 
     def _final_metrics(self) -> Dict[str, Any]:
         self._finished = time.monotonic()
@@ -449,6 +473,7 @@ class StreamTask:
         self._restoring = False
         for op in reversed(self.operators):
             op.open()
+            self._opened.append(op)
         if backend is not None:
             backend.queryable.mark_opened()
 
@@ -935,8 +960,8 @@ class StreamTask:
     def _close_operators(self) -> None:
         for ch in self._driver_channels:
             ch.close()
-        for op in self.operators:
-            op.close()
+        while self._opened:  # the head first, the operator opened last
+            self._opened.pop().close()
         if self.unaligned_channels is not None:   # an input never sent its barrier: no ack
             self.unaligned_channels.stop_recording(None)
         if self.checkpointer is not None:
@@ -954,7 +979,28 @@ class StreamTask:
         for ch in self._driver_channels:
             ch.writer.await_taken(CONSUMER_DRAIN_TIMEOUT_S)
 
+    def _close_after_abort(self) -> bool:
+        """After a cancel or a failure: close the operators that were opened, as Flink
+        calls ``close()`` then too (what ``open()`` took is given back: connections,
+        threads, transactions not pre-committed are aborted). Nothing is flushed
+        (``finish()`` is not called). An error is logged and the next operator closed.
+        True if every operator closed without one."""
+        clean = True
+        while self._opened:
+            op = self._opened.pop()
+            try:
+                op.close()
+            except BaseException as e:  # noqa: BLE001 - the task ends either way
+                clean = False
+                log.info("flowray: %s: closing %s after the task was %s raised %s: %s",
+                         self.tdd.display_name, op.name,
+                         "cancelled" if self.state is TaskState.CANCELED else "failed",
+                         type(e).__name__, e)
+        return clean
+
     def _release(self) -> None:
+        if self.state is not TaskState.FINISHED:
+            self._closed_cleanly = self._close_after_abort()
         # a checkpoint still recording channel state is over: its ack waits no more
         channels, self.unaligned_channels = self.unaligned_channels, None
         if channels is not None:

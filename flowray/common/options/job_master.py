@@ -13,7 +13,7 @@ from flowray.common.configuration import (
 )
 from flowray.common.options.validators import DAY_MS, HOUR_MS, bounded, show_ms
 
-__all__ = ["DEPLOY_TIMEOUT", "STANDBY_TASKS", "TASK_ACTOR_POOL_SIZE", "TASK_ACTOR_POOL_MAX_IDLE", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
+__all__ = ["DEPLOY_TIMEOUT", "STANDBY_TASKS", "REDEPLOY_IN_PLACE", "TASK_ACTOR_POOL_SIZE", "TASK_ACTOR_POOL_MAX_IDLE", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
            "LOCAL_PATHS_SHARED", "JOB_MASTER_MAX_RESTARTS", "FAILOVER_STRATEGY"]
 
 
@@ -35,6 +35,18 @@ STANDBY_TASKS = register_option(
     "pool (flowray.task-actor-pool.size) has none: failovers take the pool's warm actors. "
     "0: none.",
     check=bounded(0, 1000, below="must not be negative"),
+)
+
+REDEPLOY_IN_PLACE = register_option(
+    "flowray.failover.redeploy-in-place",
+    parse_bool,
+    True,
+    "Whether a failover runs the next attempt of a task in the actor its last attempt "
+    "ran in, as Flink redeploys into the slots the tasks had: no new process. Only where "
+    "that attempt ended (cancelled, or failed with an exception that is not a "
+    "MemoryError or SystemError) and closed every operator without an error, and its "
+    "channels are sockets; a task whose process died, or whose node is to be avoided, "
+    "gets a standby or a new actor. false: every restarted task gets a new actor.",
 )
 
 TASK_ACTOR_POOL_SIZE = register_option(
