@@ -16,6 +16,7 @@ import sys
 import urllib.request
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -203,8 +204,12 @@ def test_errors_end_the_command_with_one_line(tmp_path, shell):
         f"flowray run -d -p 2 -D execution.target=local {JOB} {work} x":
             "execution.attached=false needs execution.target=ray",
     }
+    # each command is a process of its own that starts Python and connects to Ray: run
+    # them side by side
+    with ThreadPoolExecutor(len(cases)) as pool:
+        done = dict(zip(cases, pool.map(lambda command: shell(command, ok=False), cases)))
     for command, message in cases.items():
-        p = shell(command, ok=False)
+        p = done[command]
         lines = p.stderr.strip().splitlines()
         assert p.returncode != 0 and len(lines) == 1, f"$ {command}\n{p.stdout}\n{p.stderr}"
         assert lines[0].startswith("flowray") and message in lines[0], lines
