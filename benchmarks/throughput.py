@@ -48,9 +48,7 @@ class _CountingWriter(SinkWriter):
 
     def write_batch(self, elements):
         self.count += len(elements)
-        last = self.last
-        for k, v in elements:
-            last[k] = v
+        self.last.update(elements)   # each (key, sum) in order: the latest sum per key
 
     def flush(self, end_of_input):
         if end_of_input:
