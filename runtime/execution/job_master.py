@@ -190,9 +190,9 @@ class JobMaster(TaskDeployer):
         self.actor_pool = actor_pool
         #: subtasks whose actor is the pool's (given back, not killed, when they finished)
         self._pooled: Set[SubtaskId] = set()
-        #: subtasks whose actor's last attempt ended and left it fit for the next one
-        #: (a failover redeploys into it: no new process)
-        self._redeployable: Set[SubtaskId] = set()
+        #: subtasks whose actor's last attempt ended and left it fit to host another
+        #: (a failover redeploys into it: no new process; the pool takes it back)
+        self._reusable: Set[SubtaskId] = set()
         #: each task actor's epoch (its ``address``): calls name it, so that a pooled
         #: actor hosting a later task drops what was meant for this one
         self._epochs: Dict[SubtaskId, int] = {}
@@ -390,12 +390,12 @@ class JobMaster(TaskDeployer):
     def _on_run_ended(self, ref: Any) -> None:
         attempt, s = self.refs.pop(ref)
         self.heartbeats.untrack(s)
-        self._redeployable.discard(s)
+        self._reusable.discard(s)
         try:
             result: TaskResult = ray.get(ref)
             self._mark("ended:" + result.state.value, s)
-            if result.actor_reusable and self._redeploy_in_place:
-                self._redeployable.add(s)
+            if result.actor_reusable:
+                self._reusable.add(s)
             self.scheduler.on_task_result(attempt, result)
         except (RayActorError, RayTaskError) as e:
             self._mark("lost", s)
@@ -490,8 +490,8 @@ class JobMaster(TaskDeployer):
         subtasks = [d.subtask for d in descriptors]
         avoid = self._nodes_to_avoid()
         # a failover's tasks whose last attempts ended cleanly run again in their actors
-        in_place = {s for s in subtasks if s in self.actors and s in self._redeployable
-                    and self.nodes.get(s, "") not in avoid}
+        in_place = {s for s in subtasks if self._redeploy_in_place and s in self.actors
+                    and s in self._reusable and self.nodes.get(s, "") not in avoid}
         old = [s for s in subtasks if s in self.actors and s not in in_place]
         if old:
             self._kill(old)
@@ -532,7 +532,7 @@ class JobMaster(TaskDeployer):
         comes back as a new actor's does; if the actor cannot take it, that is a
         deployment failure, and the next attempt gets a new actor)."""
         s = d.subtask
-        self._redeployable.discard(s)
+        self._reusable.discard(s)
         self._address_refs[self.actors[s].redeploy.remote(d, self.me)] = s
         self._mark("created", s)
 
@@ -592,10 +592,13 @@ class JobMaster(TaskDeployer):
         self._mark("created", s)
 
     def _give_back_or_kill(self) -> List[SubtaskId]:
-        """At the job's end: a finished job's pooled actors go back to the pool; every
+        """At the job's end: pooled actors go back to the pool (a finished job's, and
+        those of a cancelled or failed job whose tasks ended fit to host another); every
         other actor is killed. The subtasks whose actors were killed."""
-        pooled = [s for s in self.actors if s in self._pooled]
-        if pooled and self.scheduler.status is JobStatus.FINISHED:
+        finished = self.scheduler.status is JobStatus.FINISHED
+        pooled = [s for s in self.actors if s in self._pooled
+                  and (finished or s in self._reusable)]
+        if pooled:
             names = [self._actor_names[s] for s in pooled]
             try:
                 ray.get(self.actor_pool.give_back.remote(self.job.job_id, names), timeout=30)
@@ -683,7 +686,7 @@ class JobMaster(TaskDeployer):
         if gone and self.actor_pool is not None:
             self.actor_pool.forget.remote(gone)
         dead = set(subtasks)
-        self._redeployable -= dead
+        self._reusable -= dead
         self.refs = {r: v for r, v in self.refs.items() if v[1] not in dead}
         self._address_refs = {r: v for r, v in self._address_refs.items() if v not in dead}
         for s in subtasks:

@@ -224,13 +224,14 @@ class TaskActor:
         return self.address()
 
     def reset(self) -> bool:
-        """After its task ended normally: make this actor a standby again, for another
-        task (of any job). False if it cannot host another (its task still runs, or
-        failed or was cancelled): it is then killed, not reused."""
+        """After its task ended: make this actor a standby again, for another task (of
+        any job). False if it cannot host another (its task still runs, or did not end
+        finished or fit for another attempt, see :meth:`_can_redeploy`): it is then
+        killed, not reused."""
         with self._lock:
             task = self.task
-            if (self._running or task is None or self._cancelled
-                    or not task.ended_normally()):
+            if (self._running or task is None
+                    or not (task.ended_normally() or self._can_redeploy())):
                 return False
             self._clear()
         return True

@@ -96,6 +96,19 @@ log = logging.getLogger(__name__)
 _FATAL_ERRORS = (MemoryError, SystemError)
 
 
+def _is_fatal(error: BaseException) -> bool:
+    """Whether ``error``, or an error behind it (an operator wraps what a user function
+    raised), is one of the process: ``_FATAL_ERRORS``, or no ``Exception`` at all."""
+    seen = set()
+    e: Optional[BaseException] = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if not isinstance(e, Exception) or isinstance(e, _FATAL_ERRORS):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 #: longest a finished task waits for its consumers to take its last frames
 CONSUMER_DRAIN_TIMEOUT_S = 600.0
 
@@ -334,7 +347,7 @@ class StreamTask:
                 )
             self.state = TaskState.FAILED
             # an error of the process itself leaves it unfit for another attempt
-            self._fatal = not isinstance(e, Exception) or isinstance(e, _FATAL_ERRORS)
+            self._fatal = _is_fatal(e)
             return TaskResult(
                 self.tdd.subtask, TaskState.FAILED, self._failure(e), self._final_metrics()
             )

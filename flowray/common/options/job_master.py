@@ -55,7 +55,9 @@ TASK_ACTOR_POOL_SIZE = register_option(
     4,
     "Warm task actors a driver keeps started for its attached jobs on Ray: a job takes "
     "them for its tasks instead of starting a process per task, and gives them back when "
-    "it finished (a driver running job after job starts task processes once). Only for "
+    "it ends (a cancelled or failed job: those whose tasks closed their operators and did "
+    "not fail with MemoryError or SystemError; a driver running job after job starts task "
+    "processes once). Only for "
     "tasks whose slot sharing group reserves no Ray resources, in jobs without a Python "
     "environment of their own; detached jobs start their own. 0: no pool.",
     check=bounded(0, 1000, below="must not be negative"),

@@ -78,9 +78,22 @@ def test_a_task_not_released_cannot_host_another():
     assert not _task(TaskState.CANCELED, []).can_host_another()
 
 
+def _wrapped(cause):
+    """``cause`` as an operator hands it on: raised from inside a user function."""
+    try:
+        try:
+            raise cause
+        except BaseException as e:
+            raise RuntimeError("map (1/1) failed") from e
+    except RuntimeError as wrapped:
+        return wrapped
+
+
 @pytest.mark.parametrize("error,reusable", [
     (ValueError("bad record"), True),
+    (_wrapped(ValueError("bad record")), True),
     (MemoryError(), False),
+    (_wrapped(MemoryError()), False),
     (SystemError("interpreter"), False),
     (KeyboardInterrupt(), False),
 ])
