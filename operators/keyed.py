@@ -278,6 +278,35 @@ def _row_field_sum(cls: type, length: int, field: int) -> Callable[[Any, Any], A
     return namespace["add"]
 
 
+#: tuple lengths whose field sums ``field_aggregator`` computes in its own call
+_INLINE_TUPLE_LENGTHS = range(2, 9)
+
+
+def _with_short_tuples_inline(general: Callable[[Any, Any], Any],
+                              field: int) -> Callable[[Any, Any], Any]:
+    """``general`` with the sum of ``field`` over tuples of 2 to 8 fields (and, for
+    field 0, of plain numbers) done in the same call: one Python call per record instead
+    of two (the keyed running sum's fold).
+
+    >>> add = _with_short_tuples_inline(lambda a, b: "general", 1)
+    >>> add(("a", 1), ("a", 2)), add(("a", 1, "x"), ("a", 2, "y")), add(("a",), ("b",))
+    (('a', 3), ('a', 3, 'x'), 'general')
+    """
+    lines = ["def agg(a, b):", "    if type(a) is tuple:", "        n = len(a)"]
+    for n in _INLINE_TUPLE_LENGTHS:
+        if not -n <= field < n:
+            continue   # out of range: the general path raises IndexError
+        i = field % n
+        items = ", ".join(f"a[{j}] + b[{j}]" if j == i else f"a[{j}]" for j in range(n))
+        lines.append(f"        if n == {n}:\n            return ({items},)")
+    if field == 0:   # a stream of numbers summed as they are
+        lines.append("    if isinstance(a, (int, float)):\n        return a + b")
+    lines.append("    return general(a, b)")
+    namespace: Dict[str, Any] = {"general": general}
+    exec(compile("\n".join(lines) + "\n", "<field sum>", "exec"), namespace)  # noqa: S102 - integer indices only
+    return namespace["agg"]
+
+
 def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
     """The reduce function behind ``sum``/``min``/``max``/``min_by``/``max_by``.
 
@@ -319,6 +348,8 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
             if scalar and isinstance(a, (int, float)):
                 return a + b
             return _with_field(a, field, _get_field(a, field) + _get_field(b, field))
+        if type(field) is int:
+            agg = _with_short_tuples_inline(agg, field)
     elif kind in ("min", "max"):
         pick = min if kind == "min" else max
 
