@@ -51,8 +51,12 @@ class TaskActorPool:
 
     def _start_actor(self) -> Tuple[str, Any]:
         name = f"{self._prefix}/{next(self._ids)}"
-        return name, TaskActor.options(name=name, namespace=NAMESPACE,
-                                       max_concurrency=POOL_THREADS, max_restarts=0).remote()
+        handle = TaskActor.options(name=name, namespace=NAMESPACE,
+                                   max_concurrency=POOL_THREADS, max_restarts=0).remote()
+        # an actor's first call takes ~200 ms more than the next ones (Ray sets up the
+        # worker's task execution): made now, it is not on a job's start or failover
+        handle.standby_node.remote()
+        return name, handle
 
     def _replenish(self) -> None:
         with self._lock:
