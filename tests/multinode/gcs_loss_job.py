@@ -16,8 +16,7 @@ from ray.cluster_utils import Cluster
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.job_directory import list_jobs
 from flowray.testing import FaultInjector, wait_until
-from tests.multinode.node_loss_job import (N, exactly_once, per_key, start_keyed_job,
-                                          task_nodes)
+from tests.multinode.node_loss_job import N, exactly_once, per_key, start_spread_keyed_job
 from tests.support.servers import RedisServer
 
 
@@ -41,9 +40,8 @@ def main(work: str) -> dict:
 
 
 def _run(cluster, work: str) -> dict:
-    client, sink = start_keyed_job(work, "gcs-loss")
-    wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
-    nodes = task_nodes(client)
+    client, sink, by_node, placements = start_spread_keyed_job(work, "gcs-loss",
+                                                               cluster.worker_nodes)
     committed_before = len(sink.committed())
     checkpoints_before = client.get_checkpoint_stats()["counts"]["completed"]
     cluster.head_node.kill_gcs_server()
@@ -66,7 +64,7 @@ def _run(cluster, work: str) -> dict:
     FaultInjector(client).kill_random_task()
     result = client.wait()
     got = sorted(sink.committed())
-    return {"nodes_with_tasks": len(set(nodes.values())),
+    return {"nodes_with_tasks": len(by_node), "placements": placements,
             "committed_before_gcs_loss": committed_before,
             "checkpoints_before_gcs_loss": checkpoints_before,
             "checkpoints_after_gcs_restart": checkpoints_after,

@@ -12,7 +12,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from flowray import Configuration, StreamExecutionEnvironment, WatermarkStrategy
-from flowray.datastream import RuntimeExecutionMode
+from flowray.datastream import JobExecutionError, RuntimeExecutionMode
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.storage_reach import StorageNotSharedError
 from flowray.testing import (
@@ -182,6 +182,29 @@ def start_keyed_job(work: str, name: str):
     return env.execute_async(name), sink
 
 
+def start_spread_keyed_job(work: str, name: str, workers, attempts: int = 4):
+    """:func:`start_keyed_job` until Ray placed its six tasks on two nodes or more, some
+    on a worker node (the head cannot be removed; now and then Ray placed all on one
+    node). Returns its client, its sink, subtask keys by node id, and how many
+    placements it took."""
+    for attempt in range(attempts):
+        again = f"-{attempt}" if attempt else ""
+        client, sink = start_keyed_job(os.path.join(work, name + again), name + again)
+        wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
+        by_node = defaultdict(list)
+        for key, node in task_nodes(client).items():
+            by_node[node].append(key)
+        if len(by_node) >= 2 and any(by_node.get(w.node_id) for w in workers):
+            return client, sink, by_node, attempt + 1
+        client.cancel()
+        try:
+            client.wait()
+        except JobExecutionError:  # cancelled on purpose
+            pass
+    raise AssertionError(f"Ray placed every task of {name!r} on one node, or none on "
+                         f"a worker node, {attempts} times")
+
+
 def main(work: str) -> dict:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
@@ -189,13 +212,8 @@ def main(work: str) -> dict:
              include_dashboard=False)
     cluster.wait_for_nodes()
     refused = refuses_node_local_checkpoints(work)
-    client, sink = start_keyed_job(work, "node-loss")
-    wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
-    nodes = task_nodes(client)
+    client, sink, by_node, placements = start_spread_keyed_job(work, "node-loss", workers)
     master_node = client.get_job_info()["node_id"]
-    by_node = defaultdict(list)
-    for key, node in nodes.items():
-        by_node[node].append(key)
     candidates = [w for w in workers if by_node.get(w.node_id)]
     victim = next((w for w in candidates if w.node_id != master_node), None) or candidates[0]
     committed_before = len(sink.committed())
@@ -209,7 +227,7 @@ def main(work: str) -> dict:
             "job_master_restarts": result.outcome.job_master_restarts,
             "exactly_once": exactly_once(got), "records": len(got), "expected": N,
             "pending": len(sink.pending()), "per_key": per_key(got),
-            "refused_local_checkpoints": refused,
+            "refused_local_checkpoints": refused, "placements": placements,
             "batch": batch_node_loss(cluster, work)}
 
 
