@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import numbers
 import itertools
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import MapStateDescriptor
@@ -142,6 +142,23 @@ class InternalTimerService:
             return
         self._register(TimeDomain.EVENT_TIME, namespace, timestamp)
 
+    def register_event_time_timers(self, timers: Iterable[Tuple[Any, int, Any, int]]) -> None:
+        """Register event-time timers of several keys at once: ``(key, key group,
+        namespace, timestamp)`` each, keys as the backend stores them and timestamps as
+        ints. The same as making each key current and calling
+        :meth:`register_event_time_timer`; the key of the last new timer stays current."""
+        set_key, live = self._backend.set_current_key, self._event_live
+        heap, seq, put = self._event_queue.heap, self._event_queue.seq, self._event_state.put
+        push = heapq.heappush
+        for key, key_group, namespace, timestamp in timers:
+            entry = (timestamp, key, namespace)
+            if entry in live:
+                continue
+            set_key(key, key_group)
+            live.add(entry)
+            push(heap, (timestamp, next(seq), key, key_group, namespace))
+            put((timestamp, namespace), None)
+
     def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
         if self._register(TimeDomain.PROCESSING_TIME, namespace, timestamp):
             self._schedule(int(timestamp))
@@ -164,15 +181,21 @@ class InternalTimerService:
 
     # -- firing ------------------------------------------------------------------------
     def _fire_until(self, domain: TimeDomain, time: int) -> None:
-        queue, state, backend = self._queues[domain], self._states[domain], self._backend
-        callback = self._callbacks[domain]
-        while True:
-            head = queue.peek()
-            if head is None or head > time:
+        queue, state = self._queues[domain], self._states[domain]
+        set_key, remove, callback = self._backend.set_current_key, state.remove, \
+            self._callbacks[domain]
+        heap, live, pop = queue.heap, queue.live, heapq.heappop
+        while heap:  # the queue's peek and pop, inlined: a callback may add timers
+            ts, _, key, kg, ns = heap[0]
+            if ts > time:
                 return
-            ts, key, kg, ns = queue.pop()
-            backend.set_current_key(key, kg)
-            state.remove((ts, ns))
+            pop(heap)
+            entry = (ts, key, ns)
+            if entry not in live:
+                continue  # deleted
+            live.discard(entry)
+            set_key(key, kg)
+            remove((ts, ns))
             callback(ts, ns)
 
     def advance_watermark(self, watermark: int) -> None:

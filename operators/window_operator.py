@@ -363,16 +363,17 @@ class WindowOperator(OneInputOperator):
         except Exception as e:
             raise self.user_error(e) from e
         # the trigger's timer (the window's end) and the cleanup timer, once per new pane
-        register = self.timer_service.register_event_time_timer
-        lateness = self.allowed_lateness
+        register = self.timer_service.register_event_time_timers
+        if not self.allowed_lateness:
+            register([(k, kg, w, w[1] - 1) for k, kg, w in new])
+            return
+        timers = []
         for k, kg, w in new:
-            set_key(k, kg)
-            end = w[1] - 1
-            register(w, end)
-            if lateness:
-                cleanup = self._cleanup_time(w)
-                if cleanup != MAX_WATERMARK:
-                    register(w, cleanup)
+            timers.append((k, kg, w, w[1] - 1))
+            cleanup = self._cleanup_time(w)
+            if cleanup != MAX_WATERMARK:
+                timers.append((k, kg, w, cleanup))
+        register(timers)
 
     def _process_record(self, record: Any, timestamp: Optional[int]) -> None:
         windows = self.assigner.assign_windows(record, timestamp, self._assigner_ctx)
@@ -527,7 +528,15 @@ class WindowOperator(OneInputOperator):
         is the one firing, so there is nothing of it to clear."""
         try:
             state = self._contents_state
-            if time == window[1] - 1:
+            end = window[1] - 1
+            if time == end and not self.allowed_lateness:  # fires and is cleaned up
+                contents = self._take_pane(window)
+                if contents is not None:
+                    self._emit(window, contents)
+                if self._clears_windows:
+                    self.window_function.clear(window, self._window_ctx.bind(window))
+                return
+            if time == end:
                 contents = state.get(window)
                 if contents is not None:
                     self._emit(window, contents)
@@ -539,6 +548,29 @@ class WindowOperator(OneInputOperator):
             raise
         except Exception as e:
             raise self.user_error(e) from e
+
+    def _take_pane(self, window: Any) -> Any:
+        """The current key's contents of ``window``, removed from the state (None if it
+        has none); on the heap backend one lookup, with its copy-on-write rules."""
+        table = self._heap_contents
+        if table is None:
+            contents = self._contents_state.get(window)
+            if contents is not None:
+                self._contents_state.remove(window)
+            return contents
+        backend = self._backend
+        off, key = backend._current_offset, backend._current_key
+        m = table.maps[off]
+        panes = m.get(key)
+        if panes is None or window not in panes:
+            return None
+        if table.shared[off] is not None:  # copy-on-write while a snapshot is pending
+            m = table.writable(off)
+            panes = table.private(off, key, panes)
+        contents = panes.pop(window)
+        if not panes:
+            del m[key]
+        return contents
 
     def _on_processing_time(self, time: int, window: Any) -> None:
         self._on_timer(self.trigger.on_processing_time, time, window)

@@ -154,25 +154,49 @@ class HeapMapState(_HeapState, MapState):
         d = self._peek()
         return None if d is _MISSING else d
 
+    # get, put and remove are _entries / _peek_entries inlined (timers and windows call
+    # them per timer and per pane)
     def get(self, key: Any) -> Any:
-        d = self._entries()
-        return None if d is None else d.get(key)
+        b, t = self._backend, self._table
+        off, current = b._current_offset, b._current_key
+        d = t.maps[off].get(current)
+        if d is None:
+            return None
+        if t.shared[off] is not None:
+            d = t.private(off, current, d)
+        return d.get(key)
 
     def put(self, key: Any, value: Any) -> None:
-        self._entries(create=True)[key] = value  # type: ignore[index]
+        b, t = self._backend, self._table
+        off, current = b._current_offset, b._current_key
+        m = t.maps[off]
+        d = m.get(current)
+        if d is None:
+            if t.shared[off] is not None:
+                m = t.writable(off)
+            m[current] = {key: value}
+        else:
+            if t.shared[off] is not None:
+                d = t.private(off, current, d)
+            d[key] = value
 
     def put_all(self, dict_value: dict) -> None:
         if dict_value:
             self._entries(create=True).update(dict_value)  # type: ignore[union-attr]
 
     def remove(self, key: Any) -> None:
-        d = self._peek_entries()
+        b, t = self._backend, self._table
+        off, current = b._current_offset, b._current_key
+        m = t.maps[off]
+        d = m.get(current)
         if d is None or key not in d:
             return
-        d = self._entries()
-        d.pop(key, None)  # type: ignore[union-attr]
+        if t.shared[off] is not None:
+            m = t.writable(off)
+            d = t.private(off, current, d)
+        del d[key]
         if not d:
-            self.clear()
+            del m[current]
 
     def contains(self, key: Any) -> bool:
         d = self._peek_entries()
@@ -249,6 +273,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._ttl_purges: Dict[str, Tuple[Callable[[Any, int, int], Any], int]] = {}
         self._per_record_cleanups: List[TtlCleanupCursor] = []
         self.key_group_range = key_group_range
+        self._first_key_group = key_group_range.start
+        self._key_groups = len(key_group_range)
         self.max_parallelism = max_parallelism
         self._assign = KeyGroupAssigner(max_parallelism)
         self._tables: Dict[str, StateTable] = {}
@@ -264,8 +290,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             key = canonical_key(key)
         if key_group is None:
             key_group = self._assign(key)
-        offset = key_group - self.key_group_range.start
-        if not 0 <= offset < len(self.key_group_range):
+        offset = key_group - self._first_key_group
+        if not 0 <= offset < self._key_groups:
             raise StateAccessError(
                 f"key {key!r} belongs to key group {key_group}, outside this subtask's range "
                 f"[{self.key_group_range.start}, {self.key_group_range.end}]; "

@@ -114,39 +114,20 @@ class AlignedPanes:
         """Fold a batch into a heap state table of ``key -> {window: contents}`` dicts (one
         dict per key group, ``maps[key group - first_key_group]``), copying on write what
         a pending snapshot holds. ``keys`` are canonical (as the backend stores them)."""
-        if self.size == self.slide:
-            return self._fold_heap_tumbling(table, first_key_group, records, keys,
-                                            key_groups, timestamps)
-        maps, shared, fold, window = table.maps, table.shared, self.fold, self.window
-        starts, missing, combine = self.starts, MISSING, self.combine
-        new: List[NewPane] = []
-        for r, k, kg, ts in zip(records, keys, key_groups, timestamps):
-            off = kg - first_key_group
-            m = maps[off]
-            panes = m.get(k)
-            if shared[off] is not None:  # copy-on-write while a snapshot is pending
-                m = table.writable(off)
-                if panes is not None:
-                    panes = table.private(off, k, panes)
-            if panes is None:
-                panes = m[k] = {}
-            for s in starts(ts):
-                w = window(s)
-                cur = panes.get(w, missing)
-                if cur is missing:
-                    new.append((k, kg, w))
-                    panes[w] = fold(None, r)
-                elif combine is not None and cur is not None:
-                    panes[w] = combine(cur, r)
-                else:
-                    panes[w] = fold(cur, r)
-        return new
+        if table.holds:  # a snapshot is pending: copy what the batch will change first
+            _make_private(table, first_key_group, keys, key_groups)
+        # from here to the end of the batch no snapshot can take hold (they are taken
+        # between batches, on this thread): the dicts are written as they are
+        by_group = table.maps if first_key_group == 0 else \
+            [None] * first_key_group + table.maps
+        fold = self._fold_tumbling if self.size == self.slide else self._fold_sliding
+        return fold(by_group, records, keys, key_groups, timestamps)
 
-    def _fold_heap_tumbling(self, table: Any, first_key_group: int, records: Sequence[Any],
-                            keys: Sequence[Any], key_groups: Sequence[int],
-                            timestamps: Sequence[int]) -> List[NewPane]:
-        maps, shared, fold, window = table.maps, table.shared, self.fold, self.window
-        size, offset, missing, combine = self.size, self.offset, MISSING, self.combine
+    def _fold_tumbling(self, by_group: List[Dict[Any, Any]], records: Sequence[Any],
+                       keys: Sequence[Any], key_groups: Sequence[int],
+                       timestamps: Sequence[int]) -> List[NewPane]:
+        fold, combine, window = self.fold, self.combine, self.window
+        size, offset, missing = self.size, self.offset, MISSING
         new: List[NewPane] = []
         last: Optional[int] = None
         w: Any = None
@@ -154,15 +135,12 @@ class AlignedPanes:
             s = ts - (ts - offset) % size
             if s != last:
                 w, last = window(s), s
-            off = kg - first_key_group
-            m = maps[off]
+            m = by_group[kg]
             panes = m.get(k)
-            if shared[off] is not None:  # copy-on-write while a snapshot is pending
-                m = table.writable(off)
-                if panes is not None:
-                    panes = table.private(off, k, panes)
             if panes is None:
-                panes = m[k] = {}
+                new.append((k, kg, w))
+                m[k] = {w: fold(None, r)}
+                continue
             cur = panes.get(w, missing)
             if cur is missing:
                 new.append((k, kg, w))
@@ -171,6 +149,31 @@ class AlignedPanes:
                 panes[w] = combine(cur, r)
             else:
                 panes[w] = fold(cur, r)
+        return new
+
+    def _fold_sliding(self, by_group: List[Dict[Any, Any]], records: Sequence[Any],
+                      keys: Sequence[Any], key_groups: Sequence[int],
+                      timestamps: Sequence[int]) -> List[NewPane]:
+        fold, combine, window, windows = self.fold, self.combine, self.window, self._windows
+        size, slide, offset, missing = self.size, self.slide, self.offset, MISSING
+        new: List[NewPane] = []
+        for r, k, kg, ts in zip(records, keys, key_groups, timestamps):
+            m = by_group[kg]
+            panes = m.get(k)
+            if panes is None:
+                panes = m[k] = {}
+            for s in range(ts - (ts - offset) % slide, ts - size, -slide):
+                w = windows.get(s)
+                if w is None:
+                    w = window(s)
+                cur = panes.get(w, missing)
+                if cur is missing:
+                    new.append((k, kg, w))
+                    panes[w] = fold(None, r)
+                elif combine is not None and cur is not None:
+                    panes[w] = combine(cur, r)
+                else:
+                    panes[w] = fold(cur, r)
         return new
 
     # -- any backend -------------------------------------------------------------------
@@ -205,3 +208,18 @@ class AlignedPanes:
                 state.put(w, panes[w])
         new.sort(key=lambda e: e[0])
         return [(k, kg, w) for _, k, kg, w in new]
+
+
+def _make_private(table: Any, first_key_group: int, keys: Sequence[Any],
+                  key_groups: Sequence[int]) -> None:
+    """Make the key-group dicts and the panes of ``keys`` in ``table`` safe to change in
+    place while a snapshot holds some of them (``StateTable.writable`` and ``private``)."""
+    shared = table.shared
+    for k, kg in dict(zip(keys, key_groups)).items():
+        off = kg - first_key_group
+        if shared[off] is None:
+            continue
+        m = table.writable(off)
+        panes = m.get(k)
+        if panes is not None:
+            table.private(off, k, panes)

@@ -100,6 +100,32 @@ def test_one_timer_per_key_timestamp_and_namespace(timers):
     assert timers.service.num_timers(EVENT) == 0
 
 
+def test_timers_of_several_keys_registered_at_once_are_the_one_by_one_timers(backends):
+    """``register_event_time_timers`` (the window operator's batch path) equals
+    registering each timer with its key current: deduplicated, in keyed state, fired in
+    timestamp then registration order with its key current."""
+    batch = [("a", 10, "w1"), ("b", 5, None), ("a", 10, "w1"), ("c", 10, "w1"),
+             ("a", 10, None), ("b", 5, None)]
+    one_by_one, at_once = Timers(backends()), Timers(backends())
+    for key, ts, ns in batch:
+        one_by_one.event(key, ts, ns)
+    at_once.event("b", 5)  # registered before: not again
+    at_once.service.register_event_time_timers(
+        [(k, assign_to_key_group(k, MAXP), ns, ts) for k, ts, ns in batch])
+    for t in (one_by_one, at_once):
+        assert t.service.num_timers(EVENT) == 4
+    assert at_once.service.timers_by_key(EVENT) == one_by_one.service.timers_by_key(EVENT)
+    name = timer_state_name("op", EVENT)
+    for key in "abc":
+        kg = assign_to_key_group(key, MAXP)
+        assert dict(at_once.backend.iter_key_group(name, kg)) == \
+            dict(one_by_one.backend.iter_key_group(name, kg))
+    for t in (one_by_one, at_once):
+        t.service.advance_watermark(10)
+    assert at_once.fired == one_by_one.fired == [
+        ("e", "b", 5, None), ("e", "a", 10, "w1"), ("e", "c", 10, "w1"), ("e", "a", 10, None)]
+
+
 def test_same_timestamp_in_both_domains_are_two_timers(timers):
     timers.event("a", 10)
     timers.proc("a", 10)

@@ -134,6 +134,24 @@ def test_a_snapshot_pending_while_batches_fold_keeps_its_state(make, assigner, k
     assert by_time(before + r.stamped()) == by_time(full.stamped())
 
 
+@pytest.mark.parametrize("assigner", ["tumbling", "sliding"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("lateness", [0, 7])
+def test_windows_fired_while_a_snapshot_is_pending_are_in_it(make, assigner, kind, lateness):
+    """Copy-on-write when windows fire: a pane fired (and cleaned up) after the snapshot
+    was taken, of a key with no record since, is still in the snapshot."""
+    h = make(build(assigner, kind, lateness, False, per_record=False))
+    h.process([("a", 1), ("b", 2), ("a", 3)], timestamps=[1, 2, 3])
+    writer = h.backend.snapshot(1)           # held, not yet written
+    h.watermark(MAX_WATERMARK)               # fires and cleans up every pane
+    fired = h.stamped()
+    assert fired
+    handle = writer.write(h.storage.write_file, "chk-1/keyed")
+    r = make.restore(h, [handle])
+    r.watermark(MAX_WATERMARK)
+    assert by_time(r.stamped()) == by_time(fired)
+
+
 def test_one_timer_per_pane(tmp_path):
     """A pane's timer is registered when the pane is created, not per record."""
     h = Harnesses("heap", tmp_path)
@@ -142,13 +160,13 @@ def test_one_timer_per_pane(tmp_path):
         harness = h(op)
         registered = []
         service = op.timer_service
-        original = service.register_event_time_timer
+        original = service.register_event_time_timers
 
-        def counting(namespace, timestamp):
-            registered.append((service._backend.get_current_key(), namespace, timestamp))
-            original(namespace, timestamp)
+        def counting(timers):
+            registered.extend((k, ns, ts) for k, _, ns, ts in timers)
+            original(timers)
 
-        service.register_event_time_timer = counting
+        service.register_event_time_timers = counting
         harness.process([("a", 1), ("a", 2), ("b", 3), ("a", 4)], timestamps=[1, 2, 3, 12])
         # sliding 10/5: 1, 2 and 3 are in [-5, 5) and [0, 10); 12 in [5, 15) and [10, 20)
         assert sorted(registered) == sorted([
