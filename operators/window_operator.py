@@ -412,9 +412,7 @@ class WindowOperator(OneInputOperator):
                 key = backend._current_key
                 panes = m.get(key)
                 if shared[off] is not None:  # copy-on-write while a snapshot is pending
-                    m = table.writable(off)
-                    if panes is not None:
-                        panes = table.private(off, key, panes)
+                    m, panes = table.for_change(off, key, panes)
                 if panes is None:
                     panes = m[key] = {}
                 panes[window] = fold(panes.get(window), record)
@@ -565,8 +563,7 @@ class WindowOperator(OneInputOperator):
         if panes is None or window not in panes:
             return None
         if table.shared[off] is not None:  # copy-on-write while a snapshot is pending
-            m = table.writable(off)
-            panes = table.private(off, key, panes)
+            m, panes = table.for_change(off, key, panes)
         contents = panes.pop(window)
         if not panes:
             del m[key]

@@ -192,8 +192,7 @@ class HeapMapState(_HeapState, MapState):
         if d is None or key not in d:
             return
         if t.shared[off] is not None:
-            m = t.writable(off)
-            d = t.private(off, current, d)
+            m, d = t.for_change(off, current, d)
         del d[key]
         if not d:
             del m[current]

@@ -149,6 +149,13 @@ class StateTable:
                 return copied
         return value
 
+    def for_change(self, offset: int, key: Any, value: Any) -> Tuple[Dict[Any, Any], Any]:
+        """:meth:`writable` and :meth:`private` at once: the live dict at ``offset`` and
+        ``value`` (the live value of ``key`` there, or None for none), both safe to change
+        in place. Hot loops call it only when ``shared[offset] is not None``."""
+        m = self.writable(offset)
+        return m, (None if value is None else self.private(offset, key, value))
+
     def __len__(self) -> int:
         return sum(len(m) for m in self.maps)
 

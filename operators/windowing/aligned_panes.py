@@ -214,12 +214,8 @@ def _make_private(table: Any, first_key_group: int, keys: Sequence[Any],
                   key_groups: Sequence[int]) -> None:
     """Make the key-group dicts and the panes of ``keys`` in ``table`` safe to change in
     place while a snapshot holds some of them (``StateTable.writable`` and ``private``)."""
-    shared = table.shared
+    shared, maps = table.shared, table.maps
     for k, kg in dict(zip(keys, key_groups)).items():
         off = kg - first_key_group
-        if shared[off] is None:
-            continue
-        m = table.writable(off)
-        panes = m.get(k)
-        if panes is not None:
-            table.private(off, k, panes)
+        if shared[off] is not None:
+            table.for_change(off, k, maps[off].get(k))

@@ -16,12 +16,18 @@ from flowray.state.descriptors import (
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
+    StateKind,
     ValueStateDescriptor,
 )
 from flowray.state.full_snapshot import dumps_state
 from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.heap_snapshot import dumps_in_frames
-from flowray.state.heap_table import SnapshotAbortedError, private_copy
+from flowray.state.heap_table import (
+    SnapshotAbortedError,
+    SnapshotRegistry,
+    StateTable,
+    private_copy,
+)
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.namespaced import NamespacedStates
 from flowray.state.ttl_config import StateTtlConfig
@@ -354,6 +360,22 @@ def test_private_copy_shares_nothing_mutable():
 
     holder = Holder()  # cannot be copied: shared as it is (its snapshot fails anyway)
     assert private_copy(holder) is holder
+
+
+def test_for_change_gives_a_held_dict_and_value_as_copies_and_others_as_they_are():
+    table = StateTable("s", StateKind.MAP, KeyGroupRange(0, 1))
+    table.writable(0)["k"] = {"w": [1]}
+    held_dict, held_value = table.maps[0], table.maps[0]["k"]
+    frozen = SnapshotRegistry().freeze([table], checkpoint_id=1)
+    m, value = table.for_change(0, "k", held_value)
+    m["new"] = {}
+    value["w"].append(2)
+    assert m is table.maps[0] and m is not held_dict and value is not held_value
+    assert value is m["k"] and held_dict == {"k": {"w": [1]}}   # the snapshot's, untouched
+    assert table.for_change(0, "k", value) == (m, value)        # private now: as it is
+    assert table.for_change(0, "absent", None) == (m, None)
+    frozen.release()
+    assert table.for_change(1, "k", None) == (table.maps[1], None)
 
 
 def test_dumps_in_frames_is_dumps_state():
