@@ -123,6 +123,9 @@ class AlignedPanes:
         fold = self._fold_tumbling if self.size == self.slide else self._fold_sliding
         return fold(by_group, records, keys, key_groups, timestamps)
 
+    # _fold_tumbling and _fold_sliding fold a pane in the same lines, written out in both:
+    # a call per record is what this path exists to save
+
     def _fold_tumbling(self, by_group: List[Dict[Any, Any]], records: Sequence[Any],
                        keys: Sequence[Any], key_groups: Sequence[int],
                        timestamps: Sequence[int]) -> List[NewPane]:
