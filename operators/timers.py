@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import heapq
 import numbers
-import itertools
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import MapStateDescriptor
@@ -48,22 +48,30 @@ def timer_state_name(service: str, domain: TimeDomain) -> str:
 
 
 class _TimerQueue:
-    """Timers of one domain: a heap ordered by timestamp over a set of live timers. A
-    deleted timer stays in the heap until popped and is skipped then."""
+    """Timers of one domain, fired in timestamp order and, within a timestamp, in the
+    order registered: per timestamp a FIFO of ``(key, key group, namespace)`` (``buckets``),
+    the timestamps with a FIFO in a heap (``times``), over a set of live timers. A deleted
+    timer stays in its FIFO until it comes up and is skipped then; an emptied FIFO leaves
+    with its timestamp when that comes up. (Most timers share a few timestamps, as the
+    windows of all keys end together: one heap entry per timestamp, not per timer.)"""
 
-    __slots__ = ("heap", "live", "seq")
+    __slots__ = ("times", "buckets", "live")
 
     def __init__(self) -> None:
-        self.heap: List[Tuple[int, int, Any, int, Any]] = []
+        self.times: List[int] = []
+        self.buckets: Dict[int, Deque[Tuple[Any, int, Any]]] = {}
         self.live: Set[Tuple[int, Any, Any]] = set()
-        self.seq = itertools.count()
 
     def add(self, timestamp: int, key: Any, key_group: int, namespace: Any) -> bool:
         entry = (timestamp, key, namespace)
         if entry in self.live:
             return False
         self.live.add(entry)
-        heapq.heappush(self.heap, (timestamp, next(self.seq), key, key_group, namespace))
+        bucket = self.buckets.get(timestamp)
+        if bucket is None:
+            bucket = self.buckets[timestamp] = deque()
+            heapq.heappush(self.times, timestamp)
+        bucket.append((key, key_group, namespace))
         return True
 
     def remove(self, timestamp: int, key: Any, namespace: Any) -> bool:
@@ -74,13 +82,22 @@ class _TimerQueue:
         return True
 
     def peek(self) -> Optional[int]:
-        heap, live = self.heap, self.live
-        while heap and (heap[0][0], heap[0][2], heap[0][4]) not in live:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        times, buckets, live = self.times, self.buckets, self.live
+        while times:
+            ts = times[0]
+            bucket = buckets[ts]
+            while bucket and (ts, bucket[0][0], bucket[0][2]) not in live:
+                bucket.popleft()
+            if bucket:
+                return ts
+            heapq.heappop(times)
+            del buckets[ts]
+        return None
 
     def pop(self) -> Tuple[int, Any, int, Any]:
-        ts, _, key, kg, ns = heapq.heappop(self.heap)
+        """The first live timer (after :meth:`peek` found one)."""
+        ts = self.times[0]
+        key, kg, ns = self.buckets[ts].popleft()
         self.live.discard((ts, key, ns))
         return ts, key, kg, ns
 
@@ -147,16 +164,24 @@ class InternalTimerService:
         namespace, timestamp)`` each, keys as the backend stores them and timestamps as
         ints. The same as making each key current and calling
         :meth:`register_event_time_timer`; the key of the last new timer stays current."""
-        set_key, live = self._backend.set_current_key, self._event_live
-        heap, seq, put = self._event_queue.heap, self._event_queue.seq, self._event_state.put
-        push = heapq.heappush
+        set_key, live, put = self._backend.set_current_key, self._event_live, \
+            self._event_state.put
+        queue = self._event_queue
+        buckets, times, push = queue.buckets, queue.times, heapq.heappush
+        last, bucket = None, None
         for key, key_group, namespace, timestamp in timers:
             entry = (timestamp, key, namespace)
             if entry in live:
                 continue
             set_key(key, key_group)
             live.add(entry)
-            push(heap, (timestamp, next(seq), key, key_group, namespace))
+            if timestamp != last:  # _TimerQueue.add, inlined
+                bucket = buckets.get(timestamp)
+                if bucket is None:
+                    bucket = buckets[timestamp] = deque()
+                    push(times, timestamp)
+                last = timestamp
+            bucket.append((key, key_group, namespace))
             put((timestamp, namespace), None)
 
     def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
@@ -184,12 +209,17 @@ class InternalTimerService:
         queue, state = self._queues[domain], self._states[domain]
         set_key, remove, callback = self._backend.set_current_key, state.remove, \
             self._callbacks[domain]
-        heap, live, pop = queue.heap, queue.live, heapq.heappop
-        while heap:  # the queue's peek and pop, inlined: a callback may add timers
-            ts, _, key, kg, ns = heap[0]
+        times, buckets, live, pop = queue.times, queue.buckets, queue.live, heapq.heappop
+        while times:  # the queue's peek and pop, inlined: a callback may add timers
+            ts = times[0]
             if ts > time:
                 return
-            pop(heap)
+            bucket = buckets[ts]
+            if not bucket:
+                pop(times)
+                del buckets[ts]
+                continue
+            key, kg, ns = bucket.popleft()
             entry = (ts, key, ns)
             if entry not in live:
                 continue  # deleted
