@@ -242,6 +242,24 @@ def test_timer_registered_while_firing_at_a_due_time_fires_in_the_same_advance(b
     assert t.fired[3:] == [("p", "k", 100, None), ("p", "k", 150, None)]
 
 
+def test_a_timer_registered_while_firing_before_the_rest_of_its_timestamp_fires_next(backends):
+    """Timers fire in (timestamp, registration) order even when a callback registers one
+    earlier than the timers still due (a deleted one is skipped, never fired)."""
+    def earlier(t, domain, key, ts, ns):
+        if (key, ts) == ("a", 20):
+            t.event("late", 15)          # due, and before b's and c's timers at 20
+            t.backend.set_current_key("c")
+            t.service.delete_event_time_timer(None, 20)
+
+    t = Timers(backends(), on_fire=earlier)
+    for key in "abc":
+        t.event(key, 20)
+    t.event("d", 30)
+    t.service.advance_watermark(30)
+    assert [(f[1], f[2]) for f in t.fired] == [("a", 20), ("late", 15), ("b", 20), ("d", 30)]
+    assert t.service.num_timers(EVENT) == 0
+
+
 def test_timer_fires_with_its_key_current(backends):
     t = Timers(backends())
     t.event("a", 10)
