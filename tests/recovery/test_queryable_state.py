@@ -61,8 +61,8 @@ class Count(KeyedProcessFunction):
 def _items():
     items = []
     for i in range(N):
-        if i and i % 200 == 0:
-            items.append(PAUSE(0.03))  # keeps the job running long enough to be queried
+        if i and i % 100 == 0:
+            items.append(PAUSE(0.03))  # about 2.4 s of input per source subtask: queried
         items.append((f"k{i % KEYS}", 1))
     return items
 
@@ -93,6 +93,11 @@ class CommittedReader(threading.Thread):
                         self.errors.append(e)
                     return
                 self.reads.append((key, state.checkpoint_id, state.value()))
+
+
+def _read_checkpoints(reader):
+    """The checkpoints the reader's committed reads came from so far."""
+    return {cid for _, cid, _ in list(reader.reads)}
 
 
 def _committed_counts(sink):
@@ -139,7 +144,8 @@ def test_committed_reads_never_go_back_and_match_the_committed_output(ray_sessio
     reader.start()
     assert future.result(timeout=60).checkpoint_id >= 0
     injector = FaultInjector(job)
-    wait_until(lambda: len(sink.committed()) >= N // 4, 120, "a quarter of the output")
+    wait_until(lambda: len(sink.committed()) >= N // 4 and len(_read_checkpoints(reader)) >= 2,
+               120, "a quarter of the output, and committed reads of two checkpoints")
     counting = injector.subtasks("count")
     injector.kill(counting[0])   # the subtask holding half of the keys' state
     result = job.wait(timeout_s=240)
@@ -148,7 +154,7 @@ def test_committed_reads_never_go_back_and_match_the_committed_output(ray_sessio
 
     assert result.outcome.status is JobStatus.FINISHED and result.outcome.restarts >= 1
     assert reader.errors == []
-    assert len({cid for _, cid, _ in reader.reads}) > 3, "too few checkpoints were read"
+    assert len(_read_checkpoints(reader)) > 3, "too few checkpoints were read"
     committed = _committed_counts(sink)
     assert sorted(n for _, n in committed["k0"]) == list(range(1, N // KEYS + 1))  # exactly once
     for key in QUERIED:
