@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import numbers
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Set, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import MapStateDescriptor
@@ -80,26 +80,6 @@ class _TimerQueue:
             return False
         self.live.discard(entry)
         return True
-
-    def peek(self) -> Optional[int]:
-        times, buckets, live = self.times, self.buckets, self.live
-        while times:
-            ts = times[0]
-            bucket = buckets[ts]
-            while bucket and (ts, bucket[0][0], bucket[0][2]) not in live:
-                bucket.popleft()
-            if bucket:
-                return ts
-            heapq.heappop(times)
-            del buckets[ts]
-        return None
-
-    def pop(self) -> Tuple[int, Any, int, Any]:
-        """The first live timer (after :meth:`peek` found one)."""
-        ts = self.times[0]
-        key, kg, ns = self.buckets[ts].popleft()
-        self.live.discard((ts, key, ns))
-        return ts, key, kg, ns
 
     def __len__(self) -> int:
         return len(self.live)
@@ -210,7 +190,7 @@ class InternalTimerService:
         set_key, remove, callback = self._backend.set_current_key, state.remove, \
             self._callbacks[domain]
         times, buckets, live, pop = queue.times, queue.buckets, queue.live, heapq.heappop
-        while times:  # the queue's peek and pop, inlined: a callback may add timers
+        while times:  # the first live timer, each time: a callback may add timers
             ts = times[0]
             if ts > time:
                 return
