@@ -30,6 +30,11 @@ from flowray.datastream.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from flowray.runtime.checkpoint.storage import (
+    JOB_FILE,
+    LATEST_COMPLETED_FILE,
+    RESERVED_IDS_FILE,
+)
 from flowray.testing import HOLD, TestingSource, TransactionalTestingSink, wait_until
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.usefixtures("ray_session")]
@@ -240,6 +245,11 @@ def test_a_cancelled_job_resumes_from_its_retained_checkpoint_at_another_paralle
     wait_until(lambda: client.get_job_status() is JobStatus.CANCELED, 120, "the cancel")
     [found] = find_retained_checkpoints(str(tmp_path / "checkpoints"), "retained")
     assert found.path == checkpoint and found.job_name == "retained"
+    # the ended job's clean-up (its bookkeeping files go, its retained checkpoint stays)
+    # may still run after the status says CANCELED
+    job_root = os.path.dirname(checkpoint)
+    wait_until(lambda: not any(os.path.exists(os.path.join(job_root, f)) for f in (
+        JOB_FILE, LATEST_COMPLETED_FILE, RESERVED_IDS_FILE)), 60, "the ended job's clean-up")
     old_files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.dirname(checkpoint))
                        for f in fs)
 
