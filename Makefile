@@ -80,8 +80,12 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
+# the C halves of hot paths (pyproject's ext-modules) are built by the install, in place
+NATIVE_SOURCES := $(shell find flowray operators runtime state -name '*.c' -o -name '*.h' 2>/dev/null)
+
+$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt $(NATIVE_SOURCES)
 	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	$(PY) tools/native_check/check.py
 	@touch $(STAMP)
 
 run: java-check $(STAMP)
@@ -123,3 +127,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .cache
+	find flowray operators runtime state -name '*.so' -delete

@@ -7,14 +7,28 @@ its map, in one invocation (rounds alternating, best of ``--rounds``).
 record as a tuple of STRING and LONG; ``ROW_NAMED`` makes each record a named ``Row``
 (which the keyed sum then keeps). Every run's record count is checked.
 
+Two measures:
+
+* time (default): records/s over each run's wall time (job start included), best of
+  ``--rounds`` alternating rounds. This machine's speed swings between minutes; compare
+  the ratios of one invocation.
+* ``--instructions``: instructions per record counted by valgrind's callgrind (local
+  target), which stay the same run after run whatever else the machine does. Each type is
+  counted in two processes, each running a warm-up job and then a job of ``--records``
+  or of a fifth of them; the difference over the records between them leaves job start
+  out. About a minute per count at 100,000 records.
+
     python benchmarks/types.py [--records 1000000] [--rounds 3] [--target local|ray]
+    python benchmarks/types.py --instructions [--records 100000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,12 +69,67 @@ def run(type_info: Any, records: int, target: str) -> float:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+WARM_UP = 20_000
+
+
+def child(name: str, records: int) -> None:
+    """One measuring process (``--instructions``): a warm-up job, then one of ``records``."""
+    from flowray.common.types import C_ROWS
+    run(TYPES[name], WARM_UP, "local")
+    run(TYPES[name], records, "local")
+    print("RESULT " + json.dumps({"c_rows": C_ROWS}), flush=True)
+
+
+def _instructions(name: str, records: int) -> Dict[str, Any]:
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+           sys.executable, os.path.abspath(__file__), "--child", name, "--records"]
+    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts run after run
+    out: Dict[str, Any] = {}
+    for n in (records, records // 5):
+        proc = subprocess.run(cmd + [str(n)], env=env, capture_output=True, text=True,
+                              timeout=7200)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        counts = [ln for ln in proc.stderr.splitlines() if "Collected :" in ln]
+        if proc.returncode != 0 or not lines or not counts:
+            raise SystemExit(f"{name}: measurement failed\n{proc.stdout[-2000:]}\n"
+                             f"{proc.stderr[-3000:]}")
+        out.update(json.loads(lines[-1][len("RESULT "):]))
+        out[n] = int(counts[-1].split()[-1])
+    out["per_record"] = (out[records] - out[records // 5]) / (records - records // 5)
+    return out
+
+
+def main_instructions(records: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind")
+    counts = {name: _instructions(name, records) for name in TYPES}
+    base = counts["none"]["per_record"]
+    c_rows = counts["none"]["c_rows"]
+    print(f"\nkeyed running sum, {records:,} vs {records // 5:,} records, {KEYS:,} keys, p=1, "
+          f"local target, instructions per record (callgrind); Row's C half: "
+          f"{'yes' if c_rows else 'no'}\n")
+    print(f"{'map output_type':36s}{'instr/record':>14s}{'vs none':>10s}")
+    print("-" * 60)
+    for name, c in counts.items():
+        per = c["per_record"]
+        print(f"{name:36s}{per:>14,.0f}{base / per:>9.2f}x")
+
+
 def main(argv: List[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--records", type=int, default=None,
+                   help="records per run (default 1,000,000; 100,000 with --instructions)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--target", choices=["local", "ray"], default="local")
+    p.add_argument("--instructions", action="store_true",
+                   help="count instructions with callgrind instead of timing")
+    p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:
+        return child(args.child, args.records)
+    if args.instructions:
+        return main_instructions(args.records or 100_000)
+    args.records = args.records or 1_000_000
     walls: Dict[str, List[float]] = {name: [] for name in TYPES}
     for _ in range(args.rounds):
         for name, type_info in TYPES.items():

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from flowray.common.native import native
 from flowray.common.sentinels import MISSING
-from flowray.common.types import Row, RowKind
+from flowray.common.types import Row, RowKind, make_row
 from flowray.operators.base import (
     OneInputOperator,
     TwoInputOperator,
@@ -33,6 +34,9 @@ __all__ = [
     "KeyedReduceOperator",
     "field_aggregator",
 ]
+
+# sum(field)'s C half (operators/_field_sum.c), or None: the generated Python below
+_field_sum: Any = native("flowray.operators._field_sum")
 
 
 class _KeyedTimerService(TimerService):
@@ -273,7 +277,7 @@ def _row_field_sum(cls: type, length: int, field: int) -> Callable[[Any, Any], A
     xs = ", ".join(f"x{j}" for j in range(length))
     items = ", ".join(f"x{j} + b[{j}]" if j == i else f"x{j}" for j in range(length))
     src = f"def add(a, b):\n    {xs}, = a\n    return new(cls, ({items},))\n"
-    namespace: Dict[str, Any] = {"new": tuple.__new__, "cls": cls}
+    namespace: Dict[str, Any] = {"new": make_row, "cls": cls}
     exec(compile(src, "<row field sum>", "exec"), namespace)  # noqa: S102 - integer indices only
     return namespace["add"]
 
@@ -349,6 +353,10 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
                 return a + b
             return _with_field(a, field, _get_field(a, field) + _get_field(b, field))
         if type(field) is int:
+            name = f"{kind}({field!r})"
+            agg.__name__ = name
+            if _field_sum is not None:  # the same results, without a Python call per record
+                return _field_sum.FieldSum(field, agg, name, (field_aggregator, (kind, field)))
             agg = _with_short_tuples_inline(agg, field)
     elif kind in ("min", "max"):
         pick = min if kind == "min" else max

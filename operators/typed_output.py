@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from flowray.common.type_conversion import RecordTypeError, record_converter
+from flowray.common.type_conversion import RecordTypeError, batch_converter, record_converter
 from flowray.operators.base import Output, StreamOperator
 
 __all__ = ["TypedOutput", "TypedKeySelector", "declare_output_type",
@@ -39,22 +39,23 @@ def declare_side_output_type(op: StreamOperator, tag: str, type_info: Any) -> No
 
 def typed_side_output(op: StreamOperator, tag: str, output: Output) -> Output:
     """``output`` (side output ``tag`` of ``op``) converting to its declared type."""
-    convert = record_converter((getattr(op, "side_output_types", None) or {}).get(tag))
+    convert = batch_converter((getattr(op, "side_output_types", None) or {}).get(tag))
     return output if convert is None else TypedOutput(output, convert, op)
 
 
 class TypedOutput(Output):
-    """Converts each emitted record, then passes the batch on."""
+    """Converts each emitted record (``convert``: a batch converter), then passes the
+    batch on."""
 
     __slots__ = ("inner", "convert", "op")
 
-    def __init__(self, inner: Output, convert: Callable[[Any], Any], op: StreamOperator) -> None:
+    def __init__(self, inner: Output, convert: Callable[[List[Any]], List[Any]],
+                 op: StreamOperator) -> None:
         self.inner, self.convert, self.op = inner, convert, op
 
     def emit(self, records: List[Any], timestamps: Optional[List[Any]] = None) -> None:
-        conv = self.convert
         try:
-            out = [conv(r) for r in records]
+            out = self.convert(records)
         except RecordTypeError as e:
             raise self.op.user_error(e) from e
         self.inner.emit(out, timestamps)
@@ -68,7 +69,7 @@ class TypedOutput(Output):
 
 def typed_output(op: StreamOperator, output: Output) -> Output:
     """``output`` converting to ``op.output_type`` (``output`` itself when there is none)."""
-    convert = record_converter(getattr(op, "output_type", None))
+    convert = batch_converter(getattr(op, "output_type", None))
     return output if convert is None else TypedOutput(output, convert, op)
 
 

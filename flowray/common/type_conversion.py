@@ -60,12 +60,18 @@ from flowray.common.typeinfo import (
     TupleTypeInfo,
     TypeInformation,
 )
-from flowray.common.types import Row, RowKind, _named_class
+from flowray.common.native import native
+from flowray.common.types import Row, RowKind, _named_class, make_row
 
-__all__ = ["RecordTypeError", "record_converter", "type_kind", "INT_BITS", "to_f32",
-           "is_sequence", "field_label"]
+__all__ = ["RecordTypeError", "record_converter", "batch_converter", "type_kind", "INT_BITS",
+           "to_f32", "is_sequence", "field_label"]
 
 Converter = Callable[[Any], Any]
+#: a converter of a list of records
+BatchConverter = Callable[[List[Any]], List[Any]]
+
+# FieldChecks, the C half of the batch converters of TUPLE and ROW types, or None
+_records: Any = native("flowray.common._records")
 
 
 class RecordTypeError(TypeError):
@@ -419,7 +425,7 @@ def _row_general(t: RowTypeInfo, nullable: bool) -> Converter:
         else f"ROW of {n} fields"
     expected = f"a Row, tuple or list of {n} values, or a dict of fields {list(names)}"
     cls = _named_class(names)
-    new = tuple.__new__
+    new = make_row
     insert = RowKind.INSERT
 
     def make(values: Any, kind: RowKind) -> Row:
@@ -506,6 +512,60 @@ def _fits(t: TypeInformation, x: str, nullable: bool) -> Optional[str]:
     return f"({x} is None or {expr})" if nullable else expr
 
 
+def _field_spec(t: TypeInformation, nullable: bool) -> Optional[tuple]:
+    """``_fits`` as data, for ``FieldChecks``: ``(exact type or None for any, lo, hi,
+    nullable)``; ``None`` where ``_fits`` has no cheap test."""
+    if isinstance(t, PickledBytesTypeInfo):
+        return (None, None, None, True)
+    if isinstance(t, BasicTypeInfo) and t.name in INT_BITS:
+        bits = INT_BITS[t.name]
+        return (int, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, nullable)
+    if isinstance(t, BasicTypeInfo) and t.name in _EXACT:
+        return ({"str": str, "float": float, "bool": bool, "Decimal": Decimal}[_EXACT[t.name]],
+                None, None, nullable)
+    if isinstance(t, DateTypeInfo) or (isinstance(t, LocalTimeTypeInfo)
+                                       and t.name == "LOCAL_DATE"):
+        return (_dt.date, None, None, nullable or isinstance(t, LocalTimeTypeInfo))
+    return None
+
+
+def batch_converter(type_info: Optional[TypeInformation]) -> Optional[BatchConverter]:
+    """``record_converter(type_info)`` applied to a list of records: the list of their
+    conversions (the same values, and the same :class:`RecordTypeError` for the first
+    record that does not fit), or ``None`` when records pass unchanged. For ``TUPLE`` and
+    ``ROW`` types whose fields have a cheap test, the records that already fit are found
+    in C (``FieldChecks``), without a Python call per record.
+
+    >>> from flowray.common.typeinfo import Types
+    >>> batch_converter(Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]))(
+    ...     [("a", 1), ["b", 2]])
+    [Row(k='a', v=1), Row(k='b', v=2)]
+    """
+    conv = record_converter(type_info)
+    if conv is None:
+        return None
+    checks = _field_checks(type_info, conv) if _records is not None else None
+    if checks is not None:
+        return checks
+    return lambda records: [conv(r) for r in records]
+
+
+def _field_checks(t: TypeInformation, conv: Converter) -> Optional[BatchConverter]:
+    if isinstance(t, RowTypeInfo):
+        cls = _named_class(tuple(t.field_names))
+        nullable = True
+        if cls is None:
+            return None
+    elif isinstance(t, TupleTypeInfo):
+        cls, nullable = None, False
+    else:
+        return None
+    specs = tuple(_field_spec(f, nullable) for f in t.field_types)
+    if not specs or any(s is None for s in specs):
+        return None
+    return _records.FieldChecks(specs, conv, cls)
+
+
 def _fast(t: Any, n: int, nullable_fields: bool, general: Converter,
           when_fits: str, extra: str = "", env: Optional[Dict[str, Any]] = None) -> Converter:
     """``general`` behind a generated test that passes fitting tuples straight through."""
@@ -549,7 +609,7 @@ def _row(t: RowTypeInfo, nullable: bool) -> Converter:
                     f"        if {test}:\n"
                     f"            return v\n")
     return _fast(t, n, True, general, "new(cls, v)", same_row,
-                 {"cls": cls, "new": tuple.__new__, "FIELDS": cls._fields})
+                 {"cls": cls, "new": make_row, "FIELDS": cls._fields})
 
 
 def is_sequence(v: Any) -> bool:

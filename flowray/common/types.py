@@ -30,9 +30,19 @@ import copyreg
 from enum import Enum
 from functools import partial
 from operator import attrgetter
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["Row", "RowKind", "rows_for_pickling"]
+__all__ = ["C_ROWS", "Row", "RowKind", "make_row", "rows_for_pickling", "rows_from_tuples"]
+
+from flowray.common.native import native
+
+# Row's C half (flowray/common/_records.c): its [] and attribute lookup, and the batch
+# operations of the data path. Without it (not built where flowray was installed, or
+# FLOWRAY_PURE_PYTHON=1) the pure-Python twins below do the same, slower.
+_records: Any = native("flowray.common._records")
+
+#: whether rows use their C half (``flowray.common._records``)
+C_ROWS: bool = _records is not None
 
 
 class RowKind(Enum):
@@ -59,7 +69,7 @@ class _RowClass(type):
     """Metaclass of :class:`Row`: a named row's own class pickles as its field names."""
 
 
-class Row(tuple, metaclass=_RowClass):
+class Row(_records.RowBase if C_ROWS else tuple, metaclass=_RowClass):  # type: ignore[misc]
     """A fixed-length row of values, optionally named (``Row(a=1)``), with a
     :class:`RowKind` (``INSERT`` unless set). ``Row("a", "b")`` (strings) also serves as a
     template: calling it with values gives a row named by them."""
@@ -115,7 +125,7 @@ class Row(tuple, metaclass=_RowClass):
     def set_row_kind(self, row_kind: RowKind) -> None:
         if not isinstance(row_kind, RowKind):
             raise TypeError(f"row_kind must be a RowKind, got {row_kind!r}")
-        self._row_kind = row_kind
+        self._set_own("_row_kind", row_kind)
 
     def _is_retract_msg(self) -> bool:
         return self._row_kind in (RowKind.UPDATE_BEFORE, RowKind.DELETE)
@@ -129,7 +139,16 @@ class Row(tuple, metaclass=_RowClass):
         names = tuple(field_names)
         if len(names) != len(self):
             raise ValueError(f"{len(names)} field names for a row of {len(self)} values")
-        self._fields = names
+        self._set_own("_fields", names)
+
+    def _set_own(self, name: str, value: Any) -> None:
+        """Set the row's own ``_fields`` or ``_row_kind``; a value equal to its class's
+        leaves the class's in force (a row that keeps nothing of its own is the fast case
+        of the data path: ``rows_for_pickling``, ``sum``)."""
+        if value == getattr(type(self), name):
+            self.__dict__.pop(name, None)
+        else:
+            setattr(self, name, value)
 
     def get_fields_by_names(self, names: Sequence[str]) -> List[Any]:
         """The values of fields ``names``, in that order (all values, in order, when the
@@ -174,23 +193,26 @@ class Row(tuple, metaclass=_RowClass):
         return row
 
     # -- access --------------------------------------------------------------------------
-    def __getattr__(self, item: str) -> Any:
-        if item.startswith("_"):
-            raise AttributeError(item)
-        fields = self._fields
-        if fields is not None and item in fields:
-            return tuple.__getitem__(self, fields.index(item))
-        raise AttributeError(item)
-
-    def __getitem__(self, item: Any) -> Any:
-        if type(item) is int:   # the common case first: r[0] in a key selector
-            return _TUPLE_GETITEM(self, item)
-        if isinstance(item, str):
+    # row.name and row["name"] as well as row[0]: in C (the base class) when C_ROWS, here
+    # otherwise; both behave the same (tests/unit/common/test_row.py runs against each)
+    if not C_ROWS:
+        def __getattr__(self, item: str) -> Any:
+            if item.startswith("_"):
+                raise AttributeError(item)
             fields = self._fields
-            if fields is None or item not in fields:
-                raise KeyError(item)
-            return _TUPLE_GETITEM(self, fields.index(item))
-        return _TUPLE_GETITEM(self, item)
+            if fields is not None and item in fields:
+                return tuple.__getitem__(self, fields.index(item))
+            raise AttributeError(item)
+
+        def __getitem__(self, item: Any) -> Any:
+            if type(item) is int:   # the common case first: r[0] in a key selector
+                return _TUPLE_GETITEM(self, item)
+            if isinstance(item, str):
+                fields = self._fields
+                if fields is None or item not in fields:
+                    raise KeyError(item)
+                return _TUPLE_GETITEM(self, fields.index(item))
+            return _TUPLE_GETITEM(self, item)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise TypeError("a flowray Row is immutable (a tuple); build a new one, e.g. "
@@ -313,7 +335,37 @@ class _NamedRowBatch:
 
 
 def _named_rows(fields: Tuple[str, ...], values: List[tuple]) -> List[Row]:
-    return list(map(partial(_NEW_TUPLE, _class_for(tuple(fields))), values))
+    return rows_from_tuples(_class_for(tuple(fields)), values)
+
+
+def _plain_tuples_py(records: List[Any], cls: type) -> Optional[List[tuple]]:
+    """The pure-Python twin of ``_records.plain_tuples``: the records as plain tuples when
+    every one is of ``cls`` exactly, of kind ``INSERT`` and named by the class; else None."""
+    if not set(map(type, records)) <= {cls}:
+        return None
+    # ids, not the kinds: hashing an Enum member is a Python call
+    if not (set(map(id, map(_KIND_OF, records))) <= {id(_INSERT)}
+            and set(map(id, map(_FIELDS_OF, records))) <= {id(cls._fields)}):  # type: ignore[attr-defined]
+        return None
+    return list(map(tuple, records))
+
+
+#: make_row(cls, values): a row of the Row class ``cls`` holding ``values`` (a tuple), as
+#: ``tuple.__new__(cls, values)`` does; rows_from_tuples(cls, tuples): a list of them
+make_row: Callable[[type, Any], Any]
+rows_from_tuples: Callable[[type, List[tuple]], List[Any]]
+_plain_tuples: Callable[[List[Any], type], Optional[List[tuple]]]
+if C_ROWS:
+    make_row = _records.make
+    rows_from_tuples = _records.from_tuples
+    _plain_tuples = _records.plain_tuples
+else:
+    make_row = _NEW_TUPLE
+
+    def rows_from_tuples(cls: type, tuples: List[tuple]) -> List[Any]:
+        return list(map(partial(_NEW_TUPLE, cls), tuples))
+
+    _plain_tuples = _plain_tuples_py
 
 
 def rows_for_pickling(records: List[Any]) -> Any:
@@ -336,7 +388,7 @@ def rows_for_pickling(records: List[Any]) -> Any:
     fields = cls.__dict__.get("_fields")   # only a named row class holds its names
     if fields is None or not issubclass(cls, Row):
         return records
-    if (len(set(map(type, records))) != 1 or set(map(_KIND_OF, records)) != {_INSERT}
-            or set(map(id, map(_FIELDS_OF, records))) != {id(fields)}):
+    values = _plain_tuples(records, cls)
+    if values is None:
         return records
-    return _NamedRowBatch(fields, list(map(tuple, records)))
+    return _NamedRowBatch(fields, values)

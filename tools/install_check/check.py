@@ -47,13 +47,16 @@ def main() -> None:
         source = os.path.join(cwd, "flowray")
         shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
             ".venv", ".cache", ".git", "build", "dist", "*.egg-info", "__pycache__",
-            ".pytest_cache", "flowray-checkpoints", "spark-warehouse", "metastore_db"))
+            ".pytest_cache", "flowray-checkpoints", "spark-warehouse", "metastore_db",
+            "*.so"))
         run([py, "-m", "pip", "install", "-q", *OTHER_VERSIONS, source])
         installed = time.monotonic()
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "RAY_ADDRESS", "FLOWRAY_CLIENT_CONFIG",
                             "FLOWRAY_CONF_DIR", "VIRTUAL_ENV")}
         shutil.rmtree(source)   # the job must find flowray in the venv, nowhere else
+        # the C halves were built by the user's install too (an error where a compiler is)
+        run([py, os.path.join(REPO, "tools", "native_check", "check.py")], cwd=cwd, env=env)
         p = run([py, os.path.join(HERE, "job.py")], cwd=cwd, env=env, timeout=600)
         flowray_cli = os.path.join(args.venv, "bin", "flowray")
         version = run([flowray_cli, "--version"], cwd=cwd, env=env).stdout.strip()

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from flowray.common.serialization import DeserializationSchema, SerializationSchema
@@ -54,7 +55,7 @@ from flowray.common.type_conversion import (
     type_kind,
 )
 from flowray.common.typeinfo import PickledBytesTypeInfo, TypeInformation
-from flowray.common.types import Row, _named_class
+from flowray.common.types import Row, _named_class, make_row
 
 __all__ = ["DeserializationError", "ReadError", "RecordTypeError", "java_double", "java_float",
            "to_f32", "jackson_decimal", "java_trim", "parse_java_int", "parse_java_double",
@@ -255,8 +256,7 @@ def row_factory(names: Sequence[str]) -> Callable[[Iterable[Any]], Row]:
     cls = _named_class(names)
     if cls is None:
         return lambda values: Row.with_fields(names, values)
-    new = tuple.__new__
-    return lambda values: new(cls, values)
+    return partial(make_row, cls)
 
 
 def row_values(names: Sequence[str], type_name: str) -> Callable[[Any], Sequence[Any]]:

@@ -1,0 +1,675 @@
+/* flowray.common._records: the C half of records' hot paths (rows and tuples).
+ *
+ * Row is a tuple subclass (rows are keys, and a Row key must be the same key as the tuple
+ * of its values). In pure Python, its `[]` must be a Python method to take field names
+ * (`row["name"]`), so `row[0]` costs about 8x a tuple's, and a row made with
+ * `tuple.__new__(cls, values)` costs about 4x a tuple. This module gives Row a C base
+ * type whose `[]` and attribute lookup take field names in C, the few batch operations
+ * the data path runs per record (make rows, turn them back into plain tuples for the
+ * wire), and FieldChecks, the per-field type test of declared TUPLE and ROW types run
+ * over a whole batch. flowray.common.types and flowray.common.type_conversion fall back
+ * to a pure-Python twin of each when this module is not built (no C compiler where
+ * flowray was installed) or FLOWRAY_PURE_PYTHON is set; both pass the same tests
+ * (tests/unit/common/test_native_twins.py).
+ *
+ * The contract of each function is in its docstring below; the design note is
+ * docs/internals/native.md.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_records.h"
+
+static PyTypeObject RowBase_Type;
+static PyObject *str_fields; /* "_fields", interned */
+
+/* The field names of `self`: a new reference, or NULL with no error set when the row has
+ * none (None). An error set means the lookup itself failed. */
+static PyObject *
+row_fields(PyObject *self)
+{
+    PyObject *fields = PyObject_GetAttr(self, str_fields);
+    if (fields == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+        }
+        return NULL;
+    }
+    if (fields == Py_None) {
+        Py_DECREF(fields);
+        return NULL;
+    }
+    return fields;
+}
+
+/* The position of `name` in `fields` (compared with ==, as `name in fields`), -1 when it
+ * is not there, -2 on an error. */
+static Py_ssize_t
+field_index(PyObject *fields, PyObject *name)
+{
+    if (PyTuple_CheckExact(fields)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(fields);
+        for (Py_ssize_t i = 0; i < n; i++) {   /* identity first: names are interned */
+            if (PyTuple_GET_ITEM(fields, i) == name) {
+                return i;
+            }
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(fields, i), name, Py_EQ);
+            if (eq < 0) {
+                return -2;
+            }
+            if (eq) {
+                return i;
+            }
+        }
+        return -1;
+    }
+    int has = PySequence_Contains(fields, name);
+    if (has <= 0) {
+        return has < 0 ? -2 : -1;
+    }
+    return PySequence_Index(fields, name);
+}
+
+/* The value of field `name` (a new reference), or NULL with no error when the row has no
+ * such field; NULL with an error set on a failure. */
+static PyObject *
+field_value(PyObject *self, PyObject *name)
+{
+    PyObject *fields = row_fields(self);
+    if (fields == NULL) {
+        return NULL;
+    }
+    Py_ssize_t i = field_index(fields, name);
+    Py_DECREF(fields);
+    if (i < 0) {
+        return NULL;
+    }
+    if (i >= PyTuple_GET_SIZE(self)) {   /* more names than values: not a field */
+        return NULL;
+    }
+    PyObject *v = PyTuple_GET_ITEM(self, i);
+    Py_INCREF(v);
+    return v;
+}
+
+/* row[item]: an int indexes as a tuple does (the common case: r[0] in a key selector); a
+ * str is a field name (KeyError when the row has no such field); anything else (a slice,
+ * an object with __index__) goes to the tuple's own subscript. */
+static PyObject *
+row_subscript(PyObject *self, PyObject *item)
+{
+    if (PyLong_CheckExact(item)) {
+        Py_ssize_t i = PyLong_AsSsize_t(item);
+        if (i == -1 && PyErr_Occurred()) {   /* too big for an index: the tuple's error */
+            PyErr_Clear();
+        }
+        else {
+            Py_ssize_t n = PyTuple_GET_SIZE(self);
+            if (i < 0) {
+                i += n;
+            }
+            if (i < 0 || i >= n) {
+                PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+                return NULL;
+            }
+            PyObject *v = PyTuple_GET_ITEM(self, i);
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    else if (PyUnicode_Check(item)) {
+        PyObject *v = field_value(self, item);
+        if (v == NULL && !PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, item);
+        }
+        return v;
+    }
+    return PyTuple_Type.tp_as_mapping->mp_subscript(self, item);
+}
+
+/* row.name: the class's and the instance's attributes first, then a field of that name
+ * (names starting with "_" are never fields, so private lookups fail fast). */
+static PyObject *
+row_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *v = PyObject_GenericGetAttr(self, name);
+    if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)
+            || PyUnicode_GET_LENGTH(name) == 0 || PyUnicode_READ_CHAR(name, 0) == '_') {
+        return v;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    v = field_value(self, name);
+    if (v != NULL || PyErr_Occurred()) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return v;
+    }
+    PyErr_Restore(type, value, tb);
+    return NULL;
+}
+
+/* Setting an attribute (a row's own field names or row kind) gives it an instance dict,
+ * which may hold anything: a row the collector stopped tracking is tracked again first. */
+static int
+row_setattro(PyObject *self, PyObject *name, PyObject *value)
+{
+    if (!PyObject_GC_IsTracked(self)) {
+        PyObject_GC_Track(self);
+    }
+    return PyObject_GenericSetAttr(self, name, value);
+}
+
+static PyMappingMethods row_as_mapping = {
+    0,              /* mp_length: the tuple's */
+    row_subscript,  /* mp_subscript */
+    0,              /* mp_ass_subscript */
+};
+
+PyDoc_STRVAR(RowBase_doc,
+"The C base of flowray's Row: a tuple whose [] and attributes also take field names.");
+
+static PyTypeObject RowBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "flowray.common._records.RowBase",
+    .tp_doc = RowBase_doc,
+    .tp_basicsize = 0,   /* the tuple's, set when the type is readied */
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_as_mapping = &row_as_mapping,
+    .tp_getattro = row_getattro,
+    .tp_setattro = row_setattro,
+};
+
+/* Whether `v` can never be part of a reference cycle (the test CPython's collector uses to
+ * stop tracking a tuple: not a container, or a tuple it stopped tracking). */
+static inline int
+is_atomic(PyObject *v)
+{
+    return !PyObject_IS_GC(v) || (PyTuple_CheckExact(v) && !PyObject_GC_IsTracked(v));
+}
+
+/* a new instance of `cls` (a RowBase subtype) holding `items[0..n)` (new references).
+ *
+ * A row of atomic values (strings, numbers, None...) is not tracked by the cyclic garbage
+ * collector, as CPython's collector stops tracking such plain tuples: nothing it holds can
+ * lead back to it (its class, which it holds too, never refers to its instances). Rows in
+ * batches and in state then cost the collector nothing; without this, every batch of rows
+ * set off a collection that walked all of them, and the state's rows in every full one. */
+static PyObject *
+row_from_items(PyTypeObject *cls, PyObject *const *items, Py_ssize_t n)
+{
+    PyObject *row = cls->tp_alloc(cls, n);
+    if (row == NULL) {
+        return NULL;
+    }
+    int atomic = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = items[i];
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(row, i, v);
+        if (atomic && !is_atomic(v)) {
+            atomic = 0;
+        }
+    }
+    if (atomic) {
+        PyObject_GC_UnTrack(row);
+    }
+    return row;
+}
+
+/* a new instance of `cls` holding the items of tuple `values` */
+static PyObject *
+new_row(PyTypeObject *cls, PyObject *values)
+{
+    return row_from_items(cls, ((PyTupleObject *)values)->ob_item, PyTuple_GET_SIZE(values));
+}
+
+static int
+check_row_class(PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &RowBase_Type)) {
+        PyErr_Format(PyExc_TypeError, "expected a Row class, got %R", cls);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(make_doc,
+"make(cls, values) -> a row of class cls holding the values (a tuple, or any iterable).\n\n"
+"The same row as tuple.__new__(cls, values), made without the Python-level call.");
+
+static PyObject *
+records_make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "make() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (check_row_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyObject *values = args[1];
+    if (PyTuple_Check(values)) {
+        return new_row((PyTypeObject *)args[0], values);
+    }
+    PyObject *t = PySequence_Tuple(values);
+    if (t == NULL) {
+        return NULL;
+    }
+    PyObject *row = new_row((PyTypeObject *)args[0], t);
+    Py_DECREF(t);
+    return row;
+}
+
+PyDoc_STRVAR(from_tuples_doc,
+"from_tuples(cls, tuples) -> [make(cls, t) for t in tuples] (tuples: a list of tuples).");
+
+static PyObject *
+records_from_tuples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "from_tuples() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (check_row_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *seq = PySequence_Fast(args[1], "from_tuples() needs a sequence of tuples");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = items[i];
+        PyObject *row;
+        if (PyTuple_Check(t)) {
+            row = new_row(cls, t);
+        }
+        else {
+            PyObject *tt = PySequence_Tuple(t);
+            row = tt == NULL ? NULL : new_row(cls, tt);
+            Py_XDECREF(tt);
+        }
+        if (row == NULL) {
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+/* Whether row `r` keeps attributes of its own (field names or a row kind set on it, in
+ * its instance dict): 0 means that its class's are its. */
+static int
+has_own_attrs(PyObject *r)
+{
+    PyObject **dictptr = _PyObject_GetDictPtr(r);
+    return dictptr != NULL && *dictptr != NULL && PyDict_GET_SIZE(*dictptr) != 0;
+}
+
+PyDoc_STRVAR(plain_tuples_doc,
+"plain_tuples(records, cls) -> a list of plain tuples, one per record, or None.\n\n"
+"None unless every record is of class cls exactly and keeps nothing of its own (no\n"
+"field names or row kind set on the row itself: they are the class's). Such a batch\n"
+"crosses a channel as the class's field names and plain tuples.");
+
+static PyObject *
+records_plain_tuples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "plain_tuples() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyList_Check(args[0])) {
+        Py_RETURN_NONE;
+    }
+    PyObject *records = args[0];
+    PyTypeObject *cls = (PyTypeObject *)args[1];
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(r) != cls || has_own_attrs(r)) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        Py_ssize_t m = PyTuple_GET_SIZE(r);
+        PyObject *t = PyTuple_New(m);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *v = PyTuple_GET_ITEM(r, j);
+            Py_INCREF(v);
+            PyTuple_SET_ITEM(t, j, v);
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+
+/* -- FieldChecks: a declared TUPLE or ROW type's per-field test, over a batch ---------- */
+
+typedef struct {
+    PyObject *type;     /* the exact type a value must have; NULL: any value */
+    int is_int;         /* an int in [lo, hi] */
+    long long lo, hi;
+    int nullable;       /* None passes */
+} FieldSpec;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+    FieldSpec *specs;
+    PyObject *general;  /* the per-record converter: for whatever the test does not pass */
+    PyObject *cls;      /* the Row class made of a passing tuple; NULL: the tuple itself */
+    PyObject *spec_tuple;
+} FieldChecks;
+
+static int
+field_passes(const FieldSpec *spec, PyObject *v)
+{
+    if (spec->type == NULL) {
+        return 1;
+    }
+    if (v == Py_None) {
+        return spec->nullable;
+    }
+    if ((PyObject *)Py_TYPE(v) != spec->type) {
+        return 0;
+    }
+    if (spec->is_int) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) {
+            return 0;
+        }
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return spec->lo <= x && x <= spec->hi;
+    }
+    return 1;
+}
+
+static int
+fields_pass(FieldChecks *self, PyObject *t)
+{
+    if (PyTuple_GET_SIZE(t) != self->n) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        if (!field_passes(&self->specs[i], PyTuple_GET_ITEM(t, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* whether row `v` has field names of its own (in its instance dict) */
+static int
+has_own_fields(PyObject *v)
+{
+    PyObject **dictptr = _PyObject_GetDictPtr(v);
+    return dictptr != NULL && *dictptr != NULL
+        && PyDict_GetItemWithError(*dictptr, str_fields) != NULL;
+}
+
+/* one record converted: a new reference, or NULL with an error */
+static PyObject *
+checks_one(FieldChecks *self, PyObject *v)
+{
+    if (PyTuple_CheckExact(v)) {
+        if (fields_pass(self, v)) {
+            if (self->cls == NULL) {
+                Py_INCREF(v);
+                return v;
+            }
+            return new_row((PyTypeObject *)self->cls, v);
+        }
+    }
+    else if (self->cls != NULL && (PyObject *)Py_TYPE(v) == self->cls) {
+        int own = has_own_fields(v);
+        if (own < 0 || PyErr_Occurred()) {
+            return NULL;
+        }
+        if (!own && fields_pass(self, v)) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_CallOneArg(self->general, v);
+}
+
+static PyObject *
+checks_call(PyObject *op, PyObject *args, PyObject *kwds)
+{
+    FieldChecks *self = (FieldChecks *)op;
+    PyObject *records;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "FieldChecks takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "FieldChecks", 1, 1, &records)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(records, "FieldChecks needs a list of records");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = checks_one(self, items[i]);
+        if (r == NULL) {
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, r);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *
+checks_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *specs, *general, *cls;
+    static char *kwlist[] = {"specs", "general", "cls", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO:FieldChecks", kwlist,
+                                     &PyTuple_Type, &specs, &general, &cls)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(general)) {
+        PyErr_SetString(PyExc_TypeError, "FieldChecks: general must be callable");
+        return NULL;
+    }
+    if (cls != Py_None && check_row_class(cls) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(specs);
+    FieldChecks *self = (FieldChecks *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->specs = PyMem_Calloc(n ? n : 1, sizeof(FieldSpec));
+    if (self->specs == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->n = n;
+    Py_INCREF(specs);
+    self->spec_tuple = specs;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* (exact type or None, lo or None, hi or None, nullable) */
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        PyObject *t, *lo, *hi;
+        int nullable;
+        if (!PyArg_ParseTuple(spec, "OOOp:FieldChecks spec", &t, &lo, &hi, &nullable)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        FieldSpec *fs = &self->specs[i];
+        fs->type = t == Py_None ? NULL : t;   /* kept alive by spec_tuple */
+        fs->nullable = nullable;
+        if (lo != Py_None || hi != Py_None) {
+            fs->is_int = 1;
+            fs->lo = PyLong_AsLongLong(lo);
+            fs->hi = PyLong_AsLongLong(hi);
+            if (PyErr_Occurred()) {
+                Py_DECREF(self);
+                return NULL;
+            }
+        }
+        if (fs->type != NULL && !PyType_Check(fs->type)) {
+            PyErr_Format(PyExc_TypeError, "FieldChecks: %R is not a type", t);
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    Py_INCREF(general);
+    self->general = general;
+    if (cls != Py_None) {
+        Py_INCREF(cls);
+        self->cls = cls;
+    }
+    return (PyObject *)self;
+}
+
+static int
+checks_traverse(FieldChecks *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->general);
+    Py_VISIT(self->cls);
+    Py_VISIT(self->spec_tuple);
+    return 0;
+}
+
+static int
+checks_clear(FieldChecks *self)
+{
+    Py_CLEAR(self->general);
+    Py_CLEAR(self->cls);
+    Py_CLEAR(self->spec_tuple);
+    return 0;
+}
+
+static void
+checks_dealloc(FieldChecks *self)
+{
+    PyObject_GC_UnTrack(self);
+    checks_clear(self);
+    PyMem_Free(self->specs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(checks_doc,
+"FieldChecks(specs, general, cls): a declared TUPLE or ROW type applied to a list.\n\n"
+"Called with a list of records, gives the list of general(record) for each, without\n"
+"calling general where the per-field test passes: a plain tuple of len(specs) fields\n"
+"whose every field passes (gives the tuple itself, or a row of class cls made of it),\n"
+"or a row of class cls exactly, with no field names of its own, whose fields pass\n"
+"(gives the row itself). specs: one (type, lo, hi, nullable) per field, a value\n"
+"passing when it is None and nullable, or its type is `type` exactly (None: any value)\n"
+"and, for an int, lo <= it <= hi (lo and hi None for other types). An error that\n"
+"general raises for a record ends the call with it.");
+
+static PyTypeObject FieldChecks_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "flowray.common._records.FieldChecks",
+    .tp_doc = checks_doc,
+    .tp_basicsize = sizeof(FieldChecks),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = checks_new,
+    .tp_call = checks_call,
+    .tp_dealloc = (destructor)checks_dealloc,
+    .tp_traverse = (traverseproc)checks_traverse,
+    .tp_clear = (inquiry)checks_clear,
+};
+
+static PyMethodDef records_methods[] = {
+    {"make", (PyCFunction)(void (*)(void))records_make, METH_FASTCALL, make_doc},
+    {"from_tuples", (PyCFunction)(void (*)(void))records_from_tuples, METH_FASTCALL,
+     from_tuples_doc},
+    {"plain_tuples", (PyCFunction)(void (*)(void))records_plain_tuples, METH_FASTCALL,
+     plain_tuples_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef records_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "flowray.common._records",
+    .m_doc = "The C half of records' hot paths: rows and tuples (see the source's header).",
+    .m_size = -1,
+    .m_methods = records_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__records(void)
+{
+    str_fields = PyUnicode_InternFromString("_fields");
+    if (str_fields == NULL) {
+        return NULL;
+    }
+    RowBase_Type.tp_base = &PyTuple_Type;
+    if (PyType_Ready(&RowBase_Type) < 0) {
+        return NULL;
+    }
+    if (PyType_Ready(&FieldChecks_Type) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&records_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&RowBase_Type);
+    if (PyModule_AddObject(m, "RowBase", (PyObject *)&RowBase_Type) < 0) {
+        Py_DECREF(&RowBase_Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FieldChecks_Type);
+    if (PyModule_AddObject(m, "FieldChecks", (PyObject *)&FieldChecks_Type) < 0) {
+        Py_DECREF(&FieldChecks_Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    static FlowrayRowAPI api;   /* for other C modules: see _records.h */
+    api.row_type = &RowBase_Type;
+    api.row_from_items = row_from_items;
+    api.has_own_attrs = has_own_attrs;
+    PyObject *capsule = PyCapsule_New(&api, FLOWRAY_ROW_API_NAME, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

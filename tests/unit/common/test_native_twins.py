@@ -1,0 +1,233 @@
+"""The C halves of hot paths (``flowray.common.native``) against their pure-Python twins:
+each C function gives what its twin gives, case by case, and the suites of Row and of the
+keyed sum pass with the twins alone (``FLOWRAY_PURE_PYTHON=1``, in a process of its own,
+since ``Row`` is defined once per process)."""
+
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import pytest
+
+from flowray.common import Row, RowKind
+from flowray.common import types as row_types
+from flowray.common.native import native
+
+_records = native("flowray.common._records")
+_field_sum = native("flowray.operators._field_sum")
+needs_c = pytest.mark.skipif(_records is None or _field_sum is None,
+                             reason="the C halves are not built here (no C compiler?)")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def _outcome(f, *args):
+    """What ``f(*args)`` gives, comparable across twins: the value with its type and, for
+    rows, their names and kind; or the exception's type."""
+    try:
+        v = f(*args)
+    except Exception as e:  # noqa: BLE001 - the exception's type is the outcome
+        return ("raises", type(e))
+    if isinstance(v, Row):
+        return (type(v), tuple(v), v._fields, v.get_row_kind())
+    if isinstance(v, list):
+        return ("list", [_outcome(lambda x: x, x) for x in v])
+    return (type(v), v)
+
+
+def _row_cases():
+    named = Row(k="a", v=1)
+    own_kind = Row(k="a", v=2)
+    own_kind.set_row_kind(RowKind.DELETE)
+    own_names = Row("a", 3)
+    own_names.set_field_names(["x", "y"])
+    holding_a_list = Row(k="b", v=[1])
+    return [named, own_kind, own_names, Row("a", 4), holding_a_list, Row(k="c", v=2.5),
+            Row(k="d", n=1, m=2)]
+
+
+def test_the_twins_are_what_the_module_says_is_in_use():
+    assert row_types.C_ROWS is (_records is not None)
+    if _records is not None:
+        assert row_types.make_row is _records.make
+        assert issubclass(Row, _records.RowBase)
+    assert isinstance(Row(a=1), tuple)
+
+
+@needs_c
+def test_plain_tuples_in_c_is_its_twin():
+    named = Row(k="a", v=1)
+    cls = type(named)
+    other = type(Row(x="a", y=1))
+    own_kind = Row(k="a", v=2)
+    own_kind.set_row_kind(RowKind.UPDATE_AFTER)
+    own_names = Row.with_fields(("k", "v"), ("a", 5))
+    own_names.set_field_names(["x", "y"])
+    back = Row(k="b", v=3)
+    back.set_row_kind(RowKind.DELETE)
+    back.set_row_kind(RowKind.INSERT)   # the class's again
+    back.set_field_names(["k", "v"])    # the class's names
+    batches = [[named, Row(k="b", v=2)], [named, own_kind], [named, Row(x="a", y=1)],
+               [named, ("a", 1)], [named, own_names], [], [named] * 3, [named, back]]
+    for records in batches:
+        for c in (cls, other):
+            assert _outcome(_records.plain_tuples, records, c) == \
+                _outcome(row_types._plain_tuples_py, records, c), (records, c)
+    assert _records.plain_tuples([named, Row(k="b", v=2)], cls) == [("a", 1), ("b", 2)]
+    assert _records.plain_tuples([back], cls) == [("b", 3)]
+    assert [type(t) for t in _records.plain_tuples([named], cls)] == [tuple]
+
+
+@needs_c
+def test_make_and_from_tuples_in_c_are_tuple_new():
+    cls = type(Row(k="a", v=1))
+    for values in [("a", 1), ("a", [1, 2]), ["a", 1], (), 7]:
+        assert _outcome(_records.make, cls, values) == _outcome(tuple.__new__, cls, values)
+    assert _records.make(cls, iter(("a", 1))) == ("a", 1)
+    assert _outcome(_records.from_tuples, cls, [("a", 1), ("b", 2)]) == \
+        _outcome(lambda: [tuple.__new__(cls, t) for t in [("a", 1), ("b", 2)]])
+    with pytest.raises(TypeError, match="Row class"):
+        _records.make(tuple, ("a", 1))
+
+
+@needs_c
+def test_rows_of_atomic_values_are_left_to_reference_counting():
+    cls = type(Row(k="a", v=1))
+    assert not gc.is_tracked(_records.make(cls, ("a", 1)))
+    assert not gc.is_tracked(_records.make(cls, ("a", (1, 2.5, None))))
+    assert gc.is_tracked(_records.make(cls, ("a", [1])))   # a container: it may cycle
+    r = _records.make(cls, ("a", 1))
+    r.set_row_kind(RowKind.DELETE)   # an instance dict: tracked from then on
+    assert gc.is_tracked(r)
+
+
+@needs_c
+def test_a_cycle_through_a_rows_own_attribute_is_still_collected():
+    class Holder:
+        pass
+    r = _records.make(type(Row(k="a", v=1)), ("a", 1))
+    h = Holder()
+    h.row, r.holder = r, h        # a cycle through the row's own dict
+    dead = weakref.ref(h)
+    del h, r
+    gc.collect()
+    assert dead() is None
+
+
+@needs_c
+def test_field_sum_in_c_is_its_python_twin_case_by_case():
+    from flowray.operators import keyed
+    rows = _row_cases()
+    values = [("a", 1), ("a", 2, "x"), ("a", 1.5), (1,), (), ("a", "s"), ("a", None),
+              tuple(range(20)), ["a", 1], {"f": 1}, 3, 2.5, True, "s", None] + rows
+    for field in (-3, -1, 0, 1, 2, 5, 19):
+        c = keyed.field_aggregator("sum", field)
+        assert type(c).__name__ == "FieldSum"
+        py = keyed._with_short_tuples_inline(c.general, field)
+        for a in values:
+            for b in values:
+                assert _outcome(c, a, b) == _outcome(py, a, b), (field, a, b)
+
+
+@needs_c
+def test_field_sum_pickles_as_the_call_that_builds_it():
+    import pickle
+
+    import cloudpickle
+
+    from flowray.operators.keyed import field_aggregator
+    agg = field_aggregator("sum", 1)
+    for dumps in (pickle.dumps, cloudpickle.dumps):
+        back = pickle.loads(dumps(agg))
+        assert back((1, 2), (3, 4)) == (1, 6) and back.__name__ == "sum(1)"
+    with pytest.raises(TypeError, match="2 positional"):
+        agg((1, 2))
+
+
+def test_the_suites_pass_with_the_pure_python_twins_alone():
+    """Row's, the type conversions' and the keyed sum's tests (and this file's) in a
+    process where FLOWRAY_PURE_PYTHON=1 leaves every C half unused."""
+    env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
+    check = ("from flowray.common import types; from flowray.operators import keyed; "
+             "assert not types.C_ROWS and keyed._field_sum is None; "
+             "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
+    subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
+    tests = ["tests/unit/common/test_row.py", "tests/unit/common/test_type_conversion.py",
+             "tests/unit/common/test_native_twins.py",
+             "tests/unit/runtime/execution/test_key_types_in_jobs.py",
+             "tests/unit/operators/test_typed_output.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-k", "not pure_python_twins_alone", *tests],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def _declared_types():
+    from flowray.common import Types
+    fields = [
+        [Types.STRING(), Types.LONG()], [Types.INT(), Types.BOOLEAN()],
+        [Types.BYTE(), Types.SHORT()], [Types.DOUBLE(), Types.BIG_DEC()],
+        [Types.SQL_DATE(), Types.LOCAL_DATE()], [Types.PICKLED_BYTE_ARRAY(), Types.CHAR()],
+        [Types.BIG_INT(), Types.STRING()]]
+    for fs in fields:
+        yield Types.TUPLE(fs)
+        yield Types.ROW_NAMED(["a", "b"], fs)
+        yield Types.ROW(fs)
+
+
+def _records_to_convert():
+    import datetime
+    from decimal import Decimal
+
+    class MyInt(int):
+        pass
+
+    class MyStr(str):
+        pass
+    own_kind = Row(a="x", b=1)
+    own_kind.set_row_kind(RowKind.UPDATE_BEFORE)
+    own_names = Row(a="x", b=1)
+    own_names.set_field_names(["b", "a"])
+    values = ["x", 1, -1, True, 1.5, None, 2 ** 40, 2 ** 63, -2 ** 63, 128, -129, 40000,
+              Decimal("1.5"), datetime.date(2020, 1, 2), datetime.datetime(2020, 1, 2),
+              MyInt(3), MyStr("s"), b"bytes", [1]]
+    records = [(a, b) for a in values for b in values[:12]]
+    records += [["x", 1], {"a": "x", "b": 1}, ("x",), ("x", 1, 2), (), "xy", None, 7,
+                Row(a="x", b=1), Row(b=1, a="x"), Row(f0="x", f1=1), own_kind, own_names,
+                Row("x", 1)]
+    return records
+
+
+@needs_c
+def test_field_checks_in_c_are_the_per_record_converter():
+    from flowray.common import type_conversion as tc
+    records = _records_to_convert()
+    for t in _declared_types():
+        conv = tc.record_converter(t)
+        batch = tc.batch_converter(t)
+        assert type(batch).__name__ == "FieldChecks", t
+        for r in records:
+            assert _outcome(batch, [r]) == _outcome(lambda x: [conv(x)], r), (t, r)
+        fitting = [r for r in records if _outcome(conv, r)[0] != "raises"]
+        assert _outcome(batch, fitting) == _outcome(lambda: [conv(r) for r in fitting])
+        failing = [r for r in records if _outcome(conv, r)[0] == "raises"]
+        if failing:   # the first record that does not fit ends the batch, with its error
+            with pytest.raises(tc.RecordTypeError) as c_error:
+                batch(fitting[:3] + failing[:2])
+            with pytest.raises(tc.RecordTypeError) as py_error:
+                [conv(r) for r in fitting[:3] + failing[:2]]
+            assert str(c_error.value) == str(py_error.value)
+
+
+@needs_c
+def test_field_checks_pass_fitting_records_through_as_they_are():
+    from flowray.common import Types
+    from flowray.common.type_conversion import batch_converter
+    records = [("a", 1), ("b", 2)]
+    out = batch_converter(Types.TUPLE([Types.STRING(), Types.LONG()]))(records)
+    assert all(o is r for o, r in zip(out, records))
+    rows = batch_converter(Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]))(records)
+    again = batch_converter(Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]))(rows)
+    assert all(a is r for a, r in zip(again, rows)) and rows[0].k == "a"
