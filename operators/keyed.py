@@ -6,7 +6,7 @@ per key and fire through the same function (``on_timer``) with that key current.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from flowray.common.native import native
 from flowray.common.sentinels import MISSING
@@ -35,8 +35,9 @@ __all__ = [
     "field_aggregator",
 ]
 
-# sum(field)'s C half (operators/_field_sum.c), or None: the generated Python below
-_field_sum: Any = native("flowray.operators._field_sum")
+# the C half of keyed operators (operators/_keyed.c): sum(field) and the heap fold, or
+# None: the Python below
+_keyed: Any = native("flowray.operators._keyed")
 
 
 class _KeyedTimerService(TimerService):
@@ -355,8 +356,8 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
         if type(field) is int:
             name = f"{kind}({field!r})"
             agg.__name__ = name
-            if _field_sum is not None:  # the same results, without a Python call per record
-                return _field_sum.FieldSum(field, agg, name, (field_aggregator, (kind, field)))
+            if _keyed is not None:  # the same results, without a Python call per record
+                return _keyed.FieldSum(field, agg, name, (field_aggregator, (kind, field)))
             agg = _with_short_tuples_inline(agg, field)
     elif kind in ("min", "max"):
         pick = min if kind == "min" else max
@@ -375,6 +376,33 @@ def field_aggregator(kind: str, field: Any) -> Callable[[Any, Any], Any]:
         raise ValueError(f"unknown aggregation {kind!r}")
     agg.__name__ = f"{kind}({field!r})"
     return agg
+
+
+def _fold_reduce_py(records: List[Any], key_groups: Sequence[int], maps: List[Dict[Any, Any]],
+                    start: int, key_of: Callable[[Any], Any],
+                    reduce: Callable[[Any, Any], Any],
+                    canonical: Callable[[Any], Any]) -> List[Any]:
+    """Fold each record into its key's value in the heap backend's dicts (``maps[key group
+    - start]``), in order; the new values. The pure-Python twin of
+    ``_keyed.fold_reduce`` (whose docstring is the contract)."""
+    out: List[Any] = []
+    append = out.append
+    missing, plain = _MISSING, PLAIN_KEY_TYPES
+    for r, kg in zip(records, key_groups):
+        k = key_of(r)
+        m = maps[kg - start]
+        cur = m.get(k, missing)
+        if cur is missing and type(k) not in plain:  # a new key, or another NaN
+            k = canonical(k)
+            cur = m.get(k, missing)
+        if cur is not missing:
+            r = reduce(cur, r)
+        m[k] = r
+        append(r)
+    return out
+
+
+_fold_reduce = _keyed.fold_reduce if _keyed is not None else _fold_reduce_py
 
 
 class KeyedReduceOperator(OneInputOperator):
@@ -427,9 +455,6 @@ class KeyedReduceOperator(OneInputOperator):
                 return self._process_batched(records, key_groups, timestamps)
             return self._process_with_state(records, key_groups, timestamps)
         key_of, reduce, maps, start = self._key_of, self._reduce, self._table.maps, self._start
-        out: List[Any] = []
-        append = out.append
-        missing, plain = _MISSING, PLAIN_KEY_TYPES
         if key_groups is None:
             assign, kg_range = self._assign, self._backend.key_group_range
             key_groups = [assign(key_of(r)) for r in records]
@@ -442,17 +467,7 @@ class KeyedReduceOperator(OneInputOperator):
         if self._table.holds:  # a pending snapshot holds some of the state
             return self._process_copy_on_write(records, key_groups, timestamps)
         try:
-            for r, kg in zip(records, key_groups):
-                k = key_of(r)
-                m = maps[kg - start]
-                cur = m.get(k, missing)
-                if cur is missing and type(k) not in plain:  # a new key, or another NaN
-                    k = canonical_key(k)
-                    cur = m.get(k, missing)
-                if cur is not missing:
-                    r = reduce(cur, r)
-                m[k] = r
-                append(r)
+            out = _fold_reduce(records, key_groups, maps, start, key_of, reduce, canonical_key)
         except Exception as e:
             raise self.user_error(e) from e
         if not self.ctx.batch_execution:

@@ -3,7 +3,7 @@
 A few hot paths have a C half, an extension module built when flowray is installed
 (``pyproject.toml``'s ``ext-modules``), and a pure-Python twin that does the same, slower:
 ``flowray.common._records`` (``Row``'s ``[]``, attributes and batch operations) and
-``flowray.operators._field_sum`` (``KeyedStream.sum(field)``). The twin is used where the
+``flowray.operators._keyed`` (``KeyedStream.sum(field)``). The twin is used where the
 module was not built (no C compiler where flowray was installed) or where the environment
 variable ``FLOWRAY_PURE_PYTHON`` is set to anything but ``0`` (the tests run both).
 

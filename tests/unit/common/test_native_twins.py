@@ -16,8 +16,8 @@ from flowray.common import types as row_types
 from flowray.common.native import native
 
 _records = native("flowray.common._records")
-_field_sum = native("flowray.operators._field_sum")
-needs_c = pytest.mark.skipif(_records is None or _field_sum is None,
+_keyed = native("flowray.operators._keyed")
+needs_c = pytest.mark.skipif(_records is None or _keyed is None,
                              reason="the C halves are not built here (no C compiler?)")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -151,7 +151,7 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
     process where FLOWRAY_PURE_PYTHON=1 leaves every C half unused."""
     env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
     check = ("from flowray.common import types; from flowray.operators import keyed; "
-             "assert not types.C_ROWS and keyed._field_sum is None; "
+             "assert not types.C_ROWS and keyed._keyed is None; "
              "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
     tests = ["tests/unit/common/test_row.py", "tests/unit/common/test_type_conversion.py",
@@ -231,3 +231,49 @@ def test_field_checks_pass_fitting_records_through_as_they_are():
     rows = batch_converter(Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]))(records)
     again = batch_converter(Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]))(rows)
     assert all(a is r for a, r in zip(again, rows)) and rows[0].k == "a"
+
+
+@needs_c
+def test_the_keyed_fold_in_c_is_its_python_twin():
+    """Both folds over the same batches into copies of the same dicts: the same outputs,
+    the same dicts after, the same error at the same record (and what came before it
+    folded)."""
+    import copy
+    import math
+
+    from flowray.operators import keyed
+    from flowray.state.key_types import canonical_key
+
+    def first(r):
+        return r[0]
+
+    def failing_reduce(a, b):
+        if b[1] == 13:
+            raise ValueError("13")
+        return (a[0], a[1] + b[1])
+    keys = ["a", "b", 1, 2, b"x", True, None, 1.5, math.nan, float("nan"), ("t", 1),
+            ("t", math.nan), -7]
+    records = [(k, i) for i, k in enumerate(keys * 3)]
+    kgs = [i % 3 for i in range(len(records))]
+    cases = [
+        (records, kgs, 0, first, keyed.field_aggregator("sum", 1)),
+        (records, [g + 5 for g in kgs], 5, first, keyed.field_aggregator("sum", 1)),
+        (records, kgs, 0, first, failing_reduce),
+        (records, kgs, 0, lambda r: [r[0]], keyed.field_aggregator("sum", 1)),  # unhashable
+        (records, kgs, 0, lambda r: object(), keyed.field_aggregator("sum", 1)),  # no key type
+        (records, kgs, 0, first, lambda a, b: None),
+        (records, [7] * len(records), 0, first, keyed.field_aggregator("sum", 1)),  # no map
+        (records, [-1] * len(records), 0, first, keyed.field_aggregator("sum", 1)),
+        (records[:5], kgs, 0, first, keyed.field_aggregator("sum", 1)),   # zip's length
+        ([], [], 0, first, keyed.field_aggregator("sum", 1)),
+    ]
+    for recs, groups, start, key_of, reduce in cases:
+        maps = [{"a": ("a", 100)}, {}, {}]
+        c_maps, py_maps = copy.deepcopy(maps), copy.deepcopy(maps)
+        c = _outcome(_keyed.fold_reduce, recs, groups, c_maps, start, key_of, reduce,
+                     canonical_key)
+        py = _outcome(keyed._fold_reduce_py, recs, groups, py_maps, start, key_of, reduce,
+                      canonical_key)
+        assert c == py, (key_of, reduce)
+        assert repr(c_maps) == repr(py_maps), (key_of, reduce)
+    assert keyed._fold_reduce is _keyed.fold_reduce

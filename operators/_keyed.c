@@ -1,4 +1,7 @@
-/* flowray.operators._field_sum: the C half of KeyedStream.sum(field) on tuples and rows.
+/* flowray.operators._keyed: the C half of flowray.operators.keyed (the keyed reduce).
+ *
+ * fold_reduce(...) is KeyedReduceOperator's fold of a batch into the heap backend's dicts
+ * (see its docstring below), the loop its Python twin runs.
  *
  * FieldSum(field, general, name, reduce) is the reduce function behind `sum(field)` for
  * an int `field` (flowray.operators.keyed.field_aggregator builds it): called with the
@@ -217,7 +220,7 @@ PyDoc_STRVAR(fieldsum_doc,
 
 static PyTypeObject FieldSum_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "flowray.operators._field_sum.FieldSum",
+    .tp_name = "flowray.operators._keyed.FieldSum",
     .tp_doc = fieldsum_doc,
     .tp_basicsize = sizeof(FieldSum),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
@@ -232,15 +235,157 @@ static PyTypeObject FieldSum_Type = {
     .tp_members = fieldsum_members,
 };
 
-static struct PyModuleDef field_sum_module = {
+
+/* -- fold_reduce: the keyed reduce's fold of a batch into the heap backend's dicts ------ */
+
+/* whether `k` is of a type whose keys are kept as they are (state/key_types.py's
+ * PLAIN_KEY_TYPES: str, int, bytes, bool, None) */
+static inline int
+is_plain_key(PyObject *k)
+{
+    return PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k)
+        || PyBool_Check(k) || k == Py_None;
+}
+
+PyDoc_STRVAR(fold_reduce_doc,
+"fold_reduce(records, key_groups, maps, start, key_of, reduce, canonical_key) -> list\n\n"
+"Fold each record into its key's value, in order, and give the new values (the records\n"
+"the reduce emits). For each record r and its key group kg: k = key_of(r); the dict\n"
+"m = maps[kg - start] holds the key group's values; when k is not in m and is not of a\n"
+"plain key type, k = canonical_key(k) (the form the backend keeps it in) and m is asked\n"
+"again; a value there becomes reduce(value, r); m[k] is set to it (or to r, for a new\n"
+"key). An error raised by key_of, reduce or canonical_key ends the fold with it, the\n"
+"records before it folded (as the Python loop it stands for does).");
+
+static PyObject *
+fold_reduce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "fold_reduce() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *records = args[0], *key_groups = args[1], *maps = args[2];
+    PyObject *key_of = args[4], *reduce = args[5], *canonical = args[6];
+    Py_ssize_t start = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyList_Check(maps)) {
+        PyErr_SetString(PyExc_TypeError, "fold_reduce(): maps must be a list of dicts");
+        return NULL;
+    }
+    PyObject *recs = PySequence_Fast(records, "fold_reduce(): records must be a sequence");
+    if (recs == NULL) {
+        return NULL;
+    }
+    PyObject *kgs = PySequence_Fast(key_groups, "fold_reduce(): key_groups must be a sequence");
+    if (kgs == NULL) {
+        Py_DECREF(recs);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(recs);
+    if (PySequence_Fast_GET_SIZE(kgs) < n) {
+        n = PySequence_Fast_GET_SIZE(kgs);   /* zip()'s length */
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(recs, i);
+        PyObject *kg = PySequence_Fast_GET_ITEM(kgs, i);
+        PyObject *k = PyObject_CallOneArg(key_of, r);
+        if (k == NULL) {
+            goto fail;
+        }
+        Py_ssize_t g = PyNumber_AsSsize_t(kg, PyExc_IndexError);
+        if (g == -1 && PyErr_Occurred()) {
+            Py_DECREF(k);
+            goto fail;
+        }
+        g -= start;
+        Py_ssize_t nmaps = PyList_GET_SIZE(maps);
+        if (g < 0) {
+            g += nmaps;   /* as maps[kg - start] in Python */
+        }
+        if (g < 0 || g >= nmaps) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            Py_DECREF(k);
+            goto fail;
+        }
+        PyObject *m = PyList_GET_ITEM(maps, g);
+        if (!PyDict_Check(m)) {
+            PyErr_SetString(PyExc_TypeError, "fold_reduce(): maps must be a list of dicts");
+            Py_DECREF(k);
+            goto fail;
+        }
+        Py_INCREF(m);
+        PyObject *cur = PyDict_GetItemWithError(m, k);
+        if (cur == NULL && !PyErr_Occurred() && !is_plain_key(k)) {
+            PyObject *ck = PyObject_CallOneArg(canonical, k);
+            Py_DECREF(k);
+            if (ck == NULL) {
+                Py_DECREF(m);
+                goto fail;
+            }
+            k = ck;
+            cur = PyDict_GetItemWithError(m, k);
+        }
+        if (cur == NULL && PyErr_Occurred()) {
+            Py_DECREF(k);
+            Py_DECREF(m);
+            goto fail;
+        }
+        PyObject *value;
+        if (cur != NULL) {
+            Py_INCREF(cur);
+            PyObject *pair[2] = {cur, r};
+            value = PyObject_Vectorcall(reduce, pair, 2, NULL);
+            Py_DECREF(cur);
+            if (value == NULL) {
+                Py_DECREF(k);
+                Py_DECREF(m);
+                goto fail;
+            }
+        }
+        else {
+            Py_INCREF(r);
+            value = r;
+        }
+        int err = PyDict_SetItem(m, k, value);
+        Py_DECREF(k);
+        Py_DECREF(m);
+        if (err < 0 || PyList_Append(out, value) < 0) {
+            Py_DECREF(value);
+            goto fail;
+        }
+        Py_DECREF(value);
+    }
+    Py_DECREF(recs);
+    Py_DECREF(kgs);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(recs);
+    Py_DECREF(kgs);
+    return NULL;
+}
+
+static PyMethodDef keyed_methods[] = {
+    {"fold_reduce", (PyCFunction)(void (*)(void))fold_reduce, METH_FASTCALL, fold_reduce_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef keyed_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "flowray.operators._field_sum",
-    .m_doc = "The C half of KeyedStream.sum(field) on tuples and rows (see the source).",
+    .m_name = "flowray.operators._keyed",
+    .m_doc = "The C half of flowray.operators.keyed (see the source's header).",
     .m_size = -1,
+    .m_methods = keyed_methods,
 };
 
 PyMODINIT_FUNC
-PyInit__field_sum(void)
+PyInit__keyed(void)
 {
     row_api = flowray_import_row_api();
     if (row_api == NULL) {
@@ -249,7 +394,7 @@ PyInit__field_sum(void)
     if (PyType_Ready(&FieldSum_Type) < 0) {
         return NULL;
     }
-    PyObject *m = PyModule_Create(&field_sum_module);
+    PyObject *m = PyModule_Create(&keyed_module);
     if (m == NULL) {
         return NULL;
     }
