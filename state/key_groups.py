@@ -20,8 +20,9 @@ import struct
 import zlib
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
+from flowray.common.native import native
 from flowray.state.key_types import CANONICAL_NAN, identity_form, temporal_bytes
 
 __all__ = [
@@ -222,6 +223,12 @@ def _int_key_groups(keys: List[int], max_parallelism: int) -> Optional[List[int]
 
 _VECTORIZED = {str: _str_key_groups, int: _int_key_groups}
 
+# the C half of the above (state/_key_groups.c): the same groups, without numpy's per-call
+# cost or a Python call per key; None: the numpy twins
+_key_groups_c: Any = native("flowray.state._key_groups")
+_NATIVE: Dict[type, Any] = ({str: _key_groups_c.str_key_groups, int: _key_groups_c.int_key_groups}
+                            if _key_groups_c is not None else {})
+
 
 class KeyGroupAssigner:
     """``assign_to_key_group`` for the hot paths: :meth:`assign_batch` for a batch of keys,
@@ -250,6 +257,12 @@ class KeyGroupAssigner:
 
     def assign_batch(self, keys: List[Any]) -> List[int]:
         """The key group of every key of ``keys``, in order."""
+        if _NATIVE and keys:
+            native_groups = _NATIVE.get(type(keys[0]))
+            if native_groups is not None:
+                groups = native_groups(keys, self.max_parallelism)
+                if groups is not None:   # None: another type, or a key out of its reach
+                    return groups
         if len(keys) >= _VECTOR_MIN:
             types = set(map(type, keys))
             if len(types) == 1:

@@ -147,17 +147,21 @@ def test_field_sum_pickles_as_the_call_that_builds_it():
 
 
 def test_the_suites_pass_with_the_pure_python_twins_alone():
-    """Row's, the type conversions' and the keyed sum's tests (and this file's) in a
-    process where FLOWRAY_PURE_PYTHON=1 leaves every C half unused."""
+    """The tests of what has a C half (rows, type conversions, the keyed sum and fold, key
+    groups; and this file's) in a process where FLOWRAY_PURE_PYTHON=1 leaves every C half
+    unused."""
     env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
     check = ("from flowray.common import types; from flowray.operators import keyed; "
-             "assert not types.C_ROWS and keyed._keyed is None; "
+             "from flowray.state import key_groups; "
+             "assert not types.C_ROWS and keyed._keyed is None and not key_groups._NATIVE; "
              "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
     tests = ["tests/unit/common/test_row.py", "tests/unit/common/test_type_conversion.py",
              "tests/unit/common/test_native_twins.py",
              "tests/unit/runtime/execution/test_key_types_in_jobs.py",
-             "tests/unit/operators/test_typed_output.py"]
+             "tests/unit/operators/test_typed_output.py", "tests/unit/state/test_key_groups.py",
+             "tests/unit/state/test_key_group_batch.py", "tests/unit/state/test_heap_cow.py",
+             "tests/unit/state/test_heap_cow_operators.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-k", "not pure_python_twins_alone", *tests],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -277,3 +281,35 @@ def test_the_keyed_fold_in_c_is_its_python_twin():
         assert c == py, (key_of, reduce)
         assert repr(c_maps) == repr(py_maps), (key_of, reduce)
     assert keyed._fold_reduce is _keyed.fold_reduce
+
+
+_key_groups = native("flowray.state._key_groups")
+
+
+@pytest.mark.skipif(_key_groups is None, reason="the C halves are not built here")
+def test_key_groups_in_c_are_the_numpy_twins_and_assign_to_key_group():
+    import random
+
+    from flowray.state import key_groups as kg
+    rng = random.Random(7)
+    strs = ["", "a", "k0", "ü", "日本語", "🙂", "x" * 300, "\x00", "a\u0301"] + [
+        "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(128, 0x2FFF),
+                                rng.randrange(0x10000, 0x10FFFF)]))
+                for _ in range(rng.randrange(0, 12))) for _ in range(2000)]
+    ints = [0, 1, -1, 2 ** 31, -2 ** 31, 2 ** 32, -2 ** 32 - 1, 2 ** 63 - 1, -2 ** 63] + [
+        rng.randrange(-2 ** 63, 2 ** 63) for _ in range(2000)] + list(range(-500, 500))
+    for maxp in (1, 7, 128, 32768):
+        for keys, c, twin in ((strs, _key_groups.str_key_groups, kg._str_key_groups),
+                              (ints, _key_groups.int_key_groups, kg._int_key_groups)):
+            expected = [kg.assign_to_key_group(k, maxp) for k in keys]
+            assert c(keys, maxp) == twin(keys, maxp) == expected
+            assert kg.KeyGroupAssigner(maxp).assign_batch(keys) == expected
+    # what the C half leaves to the caller: None, and the assigner then goes key by key
+    for keys in (["a", "\ud800"], ["a", 1], [1, True], [1, 2 ** 63], [1, "a"], [1.5, 2.5]):
+        c = _key_groups.str_key_groups if type(keys[0]) is str else _key_groups.int_key_groups
+        if type(keys[0]) in (str, int):
+            assert c(keys, 128) is None
+        assert kg.KeyGroupAssigner(128).assign_batch(keys) == [
+            kg.assign_to_key_group(k, 128) for k in keys]
+    with pytest.raises(ValueError, match="positive"):
+        _key_groups.str_key_groups(["a"], 0)
