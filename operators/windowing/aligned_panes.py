@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from flowray.common.native import native
 from flowray.common.sentinels import MISSING
 from flowray.operators.windowing.assigners import (
     SlidingEventTimeWindows,
@@ -37,6 +38,9 @@ Fold = Callable[[Any, Any], Any]
 NewPane = Tuple[Any, int, TimeWindow]
 
 _WINDOW_CACHE = 4096  # distinct window starts kept as TimeWindow objects
+
+# the C half of _fold_tumbling and _fold_sliding (operators/_windows.c), or None
+_windows: Any = native("flowray.operators._windows")
 
 
 class AlignedPanes:
@@ -120,11 +124,18 @@ class AlignedPanes:
         # between batches, on this thread): the dicts are written as they are
         by_group = table.maps if first_key_group == 0 else \
             [None] * first_key_group + table.maps
+        if _windows is not None:   # the twins below, in C
+            new = _windows.fold_aligned(by_group, records, keys, key_groups, timestamps,
+                                        self.size, self.slide, self.offset, self._windows,
+                                        self.window, self.fold, self.combine)
+            if new is not None:    # None: timestamps out of its reach, nothing done
+                return new
         fold = self._fold_tumbling if self.size == self.slide else self._fold_sliding
         return fold(by_group, records, keys, key_groups, timestamps)
 
     # _fold_tumbling and _fold_sliding fold a pane in the same lines, written out in both:
-    # a call per record is what this path exists to save
+    # a call per record is what this path exists to save. They are the pure-Python twins of
+    # _windows.fold_aligned (whose docstring is the contract of both)
 
     def _fold_tumbling(self, by_group: List[Dict[Any, Any]], records: Sequence[Any],
                        keys: Sequence[Any], key_groups: Sequence[int],

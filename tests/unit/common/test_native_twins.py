@@ -153,7 +153,9 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
     env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
     check = ("from flowray.common import types; from flowray.operators import keyed; "
              "from flowray.state import key_groups; "
+             "from flowray.operators.windowing import aligned_panes; "
              "assert not types.C_ROWS and keyed._keyed is None and not key_groups._NATIVE; "
+             "assert aligned_panes._windows is None; "
              "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
     tests = ["tests/unit/common/test_row.py", "tests/unit/common/test_type_conversion.py",
@@ -161,7 +163,8 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
              "tests/unit/runtime/execution/test_key_types_in_jobs.py",
              "tests/unit/operators/test_typed_output.py", "tests/unit/state/test_key_groups.py",
              "tests/unit/state/test_key_group_batch.py", "tests/unit/state/test_heap_cow.py",
-             "tests/unit/state/test_heap_cow_operators.py"]
+             "tests/unit/state/test_heap_cow_operators.py",
+             "tests/unit/operators/test_window_operator.py", "tests/unit/operators/windowing"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-k", "not pure_python_twins_alone", *tests],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -313,3 +316,69 @@ def test_key_groups_in_c_are_the_numpy_twins_and_assign_to_key_group():
             kg.assign_to_key_group(k, 128) for k in keys]
     with pytest.raises(ValueError, match="positive"):
         _key_groups.str_key_groups(["a"], 0)
+
+
+_windows = native("flowray.operators._windows")
+
+
+@pytest.mark.skipif(_windows is None, reason="the C halves are not built here")
+def test_the_aligned_window_fold_in_c_is_its_python_twin():
+    """fold_aligned against _fold_tumbling / _fold_sliding: the same panes created, in the
+    same order, and the same dicts after, for tumbling and sliding windows (offsets,
+    slides that do not divide the size, negative timestamps), with and without a combine
+    function, contents that are None, a fold that fails mid-batch, keys that already have
+    panes, and key groups that start past 0."""
+    import copy
+    import random
+
+    from flowray.operators.windowing.aligned_panes import AlignedPanes
+    from flowray.operators.windowing.assigners import (
+        SlidingEventTimeWindows,
+        TumblingEventTimeWindows,
+    )
+    rng = random.Random(3)
+
+    def add(acc, r):
+        return r[1] if acc is None else acc + r[1]
+
+    def none_at_7(acc, r):
+        return None if r[1] == 7 else add(acc, r)
+
+    def fails_at_13(acc, r):
+        if r[1] == 13:
+            raise ValueError("13")
+        return add(acc, r)
+
+    def combine(acc, r):
+        return acc + r[1]
+    assigners = [TumblingEventTimeWindows.of(10), TumblingEventTimeWindows.of(10, 3),
+                 TumblingEventTimeWindows.of(7), SlidingEventTimeWindows.of(10, 5),
+                 SlidingEventTimeWindows.of(10, 3), SlidingEventTimeWindows.of(9, 3, 2)]
+    for assigner in assigners:
+        for fold, comb in ((add, combine), (add, None), (none_at_7, combine),
+                           (fails_at_13, None)):
+            panes = AlignedPanes(assigner, fold, comb)
+            twin = panes._fold_tumbling if panes.size == panes.slide else panes._fold_sliding
+            for first in (0, 2):
+                n = 200
+                keys = [rng.choice(["a", "b", "c", 1, ("t", 2)]) for _ in range(n)]
+                records = [(k, rng.randrange(0, 20)) for k in keys]
+                timestamps = [rng.randrange(-40, 60) for _ in range(n)]
+                kgs = [first + (hash(str(k)) % 3) for k in keys]
+                maps = [{"a": {panes.window(0): 100}}, {}, {}]
+                by_group = [None] * first + maps
+                c_maps = copy.deepcopy(by_group)
+                py_maps = copy.deepcopy(by_group)
+                c = _outcome(_windows.fold_aligned, c_maps, records, keys, kgs, timestamps,
+                             panes.size, panes.slide, panes.offset, panes._windows,
+                             panes.window, panes.fold, panes.combine)
+                py = _outcome(twin, py_maps, records, keys, kgs, timestamps)
+                assert c == py, (assigner, fold)
+                assert repr(c_maps) == repr(py_maps), (assigner, fold)
+    # timestamps it does not do: None, and nothing touched
+    panes = AlignedPanes(TumblingEventTimeWindows.of(10), add, combine)
+    maps = [{}]
+    for stamps in ([1.5], [2 ** 62], [True]):
+        assert _windows.fold_aligned(maps, [("a", 1)], ["a"], [0], stamps, 10, 10, 0,
+                                     panes._windows, panes.window, add, combine) is None
+    assert maps == [{}]

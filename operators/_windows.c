@@ -1,0 +1,291 @@
+/* flowray.operators._windows: the C half of the window operator's batch path
+ * (flowray.operators.windowing.aligned_panes: AlignedPanes._fold_tumbling and
+ * _fold_sliding are its pure-Python twins, and their contract is fold_aligned's).
+ *
+ * fold_aligned folds a batch of records into the panes of tumbling or sliding event-time
+ * windows kept in the heap backend's dicts, and gives the panes it created; the user's
+ * functions (fold, combine) and the window cache (window) are called as the twins call
+ * them. Timestamps it cannot do in 64-bit arithmetic (not an int, or too near the ends of
+ * int64) make it give None before it touches anything: the caller then runs the twin.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* the largest |timestamp| (and size, slide, offset) done here: far from int64's ends */
+#define SAFE ((long long)1 << 61)
+
+static int
+as_safe_ll(PyObject *v, long long *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x <= -SAFE || x >= SAFE) {
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* the dict maps[kg] as Python's by_group[kg] indexes the list (borrowed), or NULL */
+static PyObject *
+map_of(PyObject *maps, PyObject *kg)
+{
+    Py_ssize_t g = PyNumber_AsSsize_t(kg, PyExc_IndexError);
+    if (g == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(maps);
+    if (g < 0) {
+        g += n;
+    }
+    if (g < 0 || g >= n) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        return NULL;
+    }
+    PyObject *m = PyList_GET_ITEM(maps, g);
+    if (!PyDict_Check(m)) {   /* as the twin's m.get(k) on what is not a dict */
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute 'get'",
+                     Py_TYPE(m)->tp_name);
+        return NULL;
+    }
+    return m;
+}
+
+/* the window starting at `s`: the cache's, or window(s)'s (a new reference) */
+static PyObject *
+window_at(PyObject *windows, PyObject *window, long long s)
+{
+    PyObject *start = PyLong_FromLongLong(s);
+    if (start == NULL) {
+        return NULL;
+    }
+    PyObject *w = PyDict_GetItemWithError(windows, start);
+    if (w != NULL) {
+        Py_INCREF(w);
+    }
+    else if (!PyErr_Occurred()) {
+        w = PyObject_CallOneArg(window, start);
+    }
+    Py_DECREF(start);
+    return w;
+}
+
+/* fold record r into pane w of `panes` (a key's dict of panes); -1 on an error. A pane
+ * created is appended to `created` as (k, kg, w). */
+static int
+fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
+          PyObject *fold, PyObject *combine, PyObject *created)
+{
+    PyObject *cur = PyDict_GetItemWithError(panes, w);
+    PyObject *value;
+    if (cur == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        PyObject *entry = PyTuple_Pack(3, k, kg, w);
+        if (entry == NULL || PyList_Append(created, entry) < 0) {
+            Py_XDECREF(entry);
+            return -1;
+        }
+        Py_DECREF(entry);
+        PyObject *args[2] = {Py_None, r};
+        value = PyObject_Vectorcall(fold, args, 2, NULL);
+    }
+    else {
+        Py_INCREF(cur);
+        PyObject *args[2] = {cur, r};
+        value = PyObject_Vectorcall(combine != Py_None && cur != Py_None ? combine : fold,
+                                    args, 2, NULL);
+        Py_DECREF(cur);
+    }
+    if (value == NULL) {
+        return -1;
+    }
+    int err = PyDict_SetItem(panes, w, value);
+    Py_DECREF(value);
+    return err;
+}
+
+PyDoc_STRVAR(fold_aligned_doc,
+"fold_aligned(maps, records, keys, key_groups, timestamps, size, slide, offset,\n"
+"             windows, window, fold, combine) -> list of (key, key group, window), or None\n\n"
+"AlignedPanes._fold_tumbling (size == slide) or _fold_sliding: fold each record into its\n"
+"windows' panes in maps[key group][key] (a dict of window -> contents), latest window\n"
+"first, with fold(None, r) for a new pane, combine(contents, r) when combine is not None\n"
+"and the contents are not None, fold(contents, r) otherwise; windows[start] (or\n"
+"window(start)) is the window of a start. Gives the panes created, in order; None, and\n"
+"nothing done, when a timestamp is not an int within 2**61 (the twin does it).");
+
+static PyObject *
+fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "fold_aligned() takes 12 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *maps = args[0], *windows = args[8], *window = args[9];
+    PyObject *fold = args[10], *combine = args[11];
+    long long size, slide, offset;
+    if (!PyList_Check(maps) || !PyDict_Check(windows)) {
+        PyErr_SetString(PyExc_TypeError, "fold_aligned(): maps must be a list, windows a dict");
+        return NULL;
+    }
+    if (!as_safe_ll(args[5], &size) || !as_safe_ll(args[6], &slide)
+            || !as_safe_ll(args[7], &offset) || slide <= 0 || size <= 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *recs = NULL, *keys = NULL, *kgs = NULL, *stamps = NULL, *created = NULL;
+    long long *ts = NULL;
+    PyObject *result = NULL;
+    recs = PySequence_Fast(args[1], "fold_aligned(): records must be a sequence");
+    keys = recs ? PySequence_Fast(args[2], "fold_aligned(): keys must be a sequence") : NULL;
+    kgs = keys ? PySequence_Fast(args[3], "fold_aligned(): key_groups must be a sequence") : NULL;
+    stamps = kgs ? PySequence_Fast(args[4], "fold_aligned(): timestamps must be a sequence")
+                 : NULL;
+    if (stamps == NULL) {
+        goto done;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(recs);   /* zip()'s length */
+    if (PySequence_Fast_GET_SIZE(keys) < n) n = PySequence_Fast_GET_SIZE(keys);
+    if (PySequence_Fast_GET_SIZE(kgs) < n) n = PySequence_Fast_GET_SIZE(kgs);
+    if (PySequence_Fast_GET_SIZE(stamps) < n) n = PySequence_Fast_GET_SIZE(stamps);
+    ts = PyMem_Malloc((n ? n : 1) * sizeof(long long));
+    if (ts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!as_safe_ll(PySequence_Fast_GET_ITEM(stamps, i), &ts[i])) {
+            Py_INCREF(Py_None);
+            result = Py_None;   /* the twin's */
+            goto done;
+        }
+    }
+    created = PyList_New(0);
+    if (created == NULL) {
+        goto done;
+    }
+    int tumbling = size == slide;
+    long long last = 0;
+    int have_last = 0;
+    PyObject *w = NULL;   /* the window of `last` (tumbling) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(recs, i);
+        PyObject *k = PySequence_Fast_GET_ITEM(keys, i);
+        PyObject *kg = PySequence_Fast_GET_ITEM(kgs, i);
+        long long rem = (ts[i] - offset) % slide;
+        if (rem < 0) {
+            rem += slide;   /* Python's %: the sign of the divisor */
+        }
+        long long first = ts[i] - rem;   /* the latest window's start */
+        if (tumbling && (!have_last || first != last)) {
+            Py_XDECREF(w);
+            w = window_at(windows, window, first);
+            if (w == NULL) {
+                goto fail;
+            }
+            last = first;
+            have_last = 1;
+        }
+        PyObject *m = map_of(maps, kg);
+        if (m == NULL) {
+            goto fail;
+        }
+        PyObject *panes = PyDict_GetItemWithError(m, k);   /* None is no panes, as .get */
+        if (panes == NULL && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (panes == Py_None) {
+            panes = NULL;
+        }
+        if (tumbling) {
+            if (panes == NULL) {   /* a new key: {w: fold(None, r)} */
+                PyObject *entry = PyTuple_Pack(3, k, kg, w);
+                if (entry == NULL || PyList_Append(created, entry) < 0) {
+                    Py_XDECREF(entry);
+                    goto fail;
+                }
+                Py_DECREF(entry);
+                PyObject *fargs[2] = {Py_None, r};
+                PyObject *value = PyObject_Vectorcall(fold, fargs, 2, NULL);
+                if (value == NULL) {
+                    goto fail;
+                }
+                PyObject *d = PyDict_New();
+                int err = d == NULL || PyDict_SetItem(d, w, value) < 0
+                          || PyDict_SetItem(m, k, d) < 0;
+                Py_DECREF(value);
+                Py_XDECREF(d);
+                if (err) {
+                    goto fail;
+                }
+                continue;
+            }
+            Py_INCREF(panes);
+            int err = fold_pane(panes, w, r, k, kg, fold, combine, created);
+            Py_DECREF(panes);
+            if (err < 0) {
+                goto fail;
+            }
+            continue;
+        }
+        if (panes == NULL) {   /* sliding: m[k] = {} first */
+            panes = PyDict_New();
+            if (panes == NULL || PyDict_SetItem(m, k, panes) < 0) {
+                Py_XDECREF(panes);
+                goto fail;
+            }
+        }
+        else {
+            Py_INCREF(panes);
+        }
+        for (long long s = first; s > ts[i] - size; s -= slide) {
+            PyObject *sw = window_at(windows, window, s);
+            int err = sw == NULL ? -1 : fold_pane(panes, sw, r, k, kg, fold, combine, created);
+            Py_XDECREF(sw);
+            if (err < 0) {
+                Py_DECREF(panes);
+                goto fail;
+            }
+        }
+        Py_DECREF(panes);
+    }
+    Py_XDECREF(w);
+    result = created;
+    created = NULL;
+    goto done;
+fail:
+    Py_XDECREF(w);
+done:
+    PyMem_Free(ts);
+    Py_XDECREF(created);
+    Py_XDECREF(recs);
+    Py_XDECREF(keys);
+    Py_XDECREF(kgs);
+    Py_XDECREF(stamps);
+    return result;
+}
+
+static PyMethodDef windows_methods[] = {
+    {"fold_aligned", (PyCFunction)(void (*)(void))fold_aligned, METH_FASTCALL,
+     fold_aligned_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef windows_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "flowray.operators._windows",
+    .m_doc = "The C half of the window operator's batch path (see the source's header).",
+    .m_size = -1,
+    .m_methods = windows_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__windows(void)
+{
+    return PyModule_Create(&windows_module);
+}
