@@ -27,7 +27,31 @@ def export_revision(rev: str, into: str) -> str:
     shutil.copytree(os.path.join(src, "flowray"), os.path.join(site, "flowray"))
     for sub in SUBPACKAGES:
         shutil.copytree(os.path.join(src, sub), os.path.join(site, "flowray", sub))
+    _build_native(src, site)
     return site
+
+
+def _build_native(src: str, site: str) -> None:
+    """Build the revision's C halves (its pyproject's ext-modules, if any) into ``site``,
+    as its install would: without them it would run its pure-Python twins, slower than it
+    is."""
+    import tomllib
+
+    with open(os.path.join(src, "pyproject.toml"), "rb") as f:
+        modules = tomllib.load(f).get("tool", {}).get("setuptools", {}).get("ext-modules", [])
+    if not modules:
+        return
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+
+    extensions = [Extension(m["name"], [os.path.join(src, s) for s in m["sources"]],
+                            depends=[os.path.join(src, d) for d in m.get("depends", [])])
+                  for m in modules]
+    cmd = build_ext(Distribution({"ext_modules": extensions}))
+    cmd.build_lib = site
+    cmd.build_temp = os.path.join(src, "build-temp")
+    cmd.ensure_finalized()
+    cmd.run()
 
 
 def env_for(site: str | None) -> dict:

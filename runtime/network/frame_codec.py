@@ -80,7 +80,10 @@ _NO_TIMESTAMP = -(1 << 63)
 
 
 def _encode_timestamps(timestamps: Any) -> bytes:
-    ts = array("q", [_NO_TIMESTAMP if t is None else t for t in timestamps]).tobytes()
+    try:
+        ts = array("q", timestamps).tobytes()
+    except TypeError:   # records without one (None), or not ints: the error is array's
+        ts = array("q", [_NO_TIMESTAMP if t is None else t for t in timestamps]).tobytes()
     return _KG_COUNT.pack(len(ts)) + ts
 
 
@@ -88,7 +91,10 @@ def _decode_timestamps(body: Any, pos: int) -> Any:
     (n,) = _KG_COUNT.unpack_from(body, pos)
     ts = array("q")
     ts.frombytes(body[pos + 4 : pos + 4 + n])
-    return [None if t == _NO_TIMESTAMP else t for t in ts], pos + 4 + n
+    stamps = ts.tolist()
+    if _NO_TIMESTAMP in stamps:   # records without one: None
+        stamps = [None if t == _NO_TIMESTAMP else t for t in stamps]
+    return stamps, pos + 4 + n
 
 
 class RecordSerializationError(Exception):
