@@ -22,6 +22,8 @@
 static PyTypeObject RowBase_Type;
 static PyObject *str_fields; /* "_fields", interned */
 
+static int check_row_class(PyObject *cls);
+
 /* The field names of `self`: a new reference, or NULL with no error set when the row has
  * none (None). An error set means the lookup itself failed. */
 static PyObject *
@@ -189,6 +191,98 @@ static inline int
 is_atomic(PyObject *v)
 {
     return !PyObject_IS_GC(v) || (PyTuple_CheckExact(v) && !PyObject_GC_IsTracked(v));
+}
+
+/* -- a free list of rows, as CPython keeps one for tuples ------------------------------
+ *
+ * A row of a named class is allocated and freed through a heap type's generic paths:
+ * PyType_GenericAlloc (a fresh block, zeroed, counted towards the next collection) and
+ * subtype_dealloc. Rows are made and dropped several times per record (the map's output,
+ * the channel's receiving side, each new sum), so the classes flowray makes (Row and one
+ * per schema: fast_class below) take their rows from a free list per length and give
+ * them back to it, as tuples do: no allocation, and, as for tuples, a row taken from it
+ * does not count towards the collector's next collection. A user's subclass of a Row
+ * class frees through subtype_dealloc, which calls row_dealloc for the part it knows;
+ * its rows are freed, not kept. */
+
+#define FREE_MAX_LEN 16      /* rows of up to 16 fields */
+#define FREE_MAX_COUNT 2000  /* kept per length (tuples keep 2000 too) */
+
+static PyObject *free_rows[FREE_MAX_LEN + 1];
+static int free_count[FREE_MAX_LEN + 1];
+static Py_ssize_t fast_basicsize = -1, fast_dictoffset;  /* the layout of fast classes */
+
+static void row_dealloc(PyObject *self);
+
+static PyObject *
+row_alloc(PyTypeObject *cls, Py_ssize_t n)
+{
+    if (n > 0 && n <= FREE_MAX_LEN && free_rows[n] != NULL) {
+        PyObject *op = free_rows[n];
+        free_rows[n] = PyTuple_GET_ITEM(op, 0);
+        PyTuple_SET_ITEM(op, 0, NULL);
+        free_count[n]--;
+        Py_SET_TYPE(op, cls);
+        Py_INCREF(cls);        /* a heap type's instance holds its class */
+        _Py_NewReference(op);
+        PyObject_GC_Track(op); /* as PyType_GenericAlloc gives it */
+        return op;
+    }
+    return PyType_GenericAlloc(cls, n);
+}
+
+static void
+row_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_TRASHCAN_BEGIN(self, row_dealloc)
+    PyObject **dictptr = _PyObject_GetDictPtr(self);
+    if (dictptr != NULL) {
+        Py_CLEAR(*dictptr);
+    }
+    Py_ssize_t n = Py_SIZE(self);
+    for (Py_ssize_t i = n; --i >= 0;) {
+        Py_CLEAR(((PyTupleObject *)self)->ob_item[i]);
+    }
+    if (type->tp_dealloc == row_dealloc && n > 0 && n <= FREE_MAX_LEN
+            && free_count[n] < FREE_MAX_COUNT) {
+        PyTuple_SET_ITEM(self, 0, free_rows[n]);
+        free_rows[n] = self;
+        free_count[n]++;
+    }
+    else {
+        type->tp_free(self);
+    }
+    Py_DECREF(type);   /* subtype_dealloc leaves it to this dealloc of a heap type */
+    Py_TRASHCAN_END
+}
+
+PyDoc_STRVAR(fast_class_doc,
+"fast_class(cls): make the Row class cls (flowray's own: Row and its classes per schema)\n"
+"take its rows from a free list and give them back to it. Raises TypeError for a class\n"
+"whose layout differs (slots of its own, a finalizer) or that is not a Row class.");
+
+static PyObject *
+records_fast_class(PyObject *module, PyObject *arg)
+{
+    if (check_row_class(arg) < 0) {
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)arg;
+    if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || cls->tp_finalize != NULL
+            || cls->tp_del != NULL || cls->tp_weaklistoffset != 0 || Py_SIZE(cls) != 0
+            || (fast_basicsize >= 0 && (cls->tp_basicsize != fast_basicsize
+                                        || cls->tp_dictoffset != fast_dictoffset))) {
+        PyErr_Format(PyExc_TypeError, "fast_class(): %R has another layout", arg);
+        return NULL;
+    }
+    fast_basicsize = cls->tp_basicsize;
+    fast_dictoffset = cls->tp_dictoffset;
+    cls->tp_alloc = row_alloc;
+    cls->tp_dealloc = row_dealloc;
+    PyType_Modified(cls);
+    Py_RETURN_NONE;
 }
 
 /* a new instance of `cls` (a RowBase subtype) holding `items[0..n)` (new references).
@@ -620,6 +714,7 @@ static PyMethodDef records_methods[] = {
      from_tuples_doc},
     {"plain_tuples", (PyCFunction)(void (*)(void))records_plain_tuples, METH_FASTCALL,
      plain_tuples_doc},
+    {"fast_class", records_fast_class, METH_O, fast_class_doc},
     {NULL, NULL, 0, NULL},
 };
 

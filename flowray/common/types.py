@@ -247,6 +247,10 @@ class Row(_records.RowBase if C_ROWS else tuple, metaclass=_RowClass):  # type: 
         return "<Row(" + ", ".join(repr(v) for v in self) + ")>"
 
 
+if C_ROWS:
+    _records.fast_class(Row)   # Row's own rows on the C half's free list too
+
+
 #: one subclass of Row per tuple of field names, holding them as a class attribute: a named
 #: row then needs no instance dict (rows are as cheap as they can be, and not GC-heavier)
 _NAMED_CLASSES: Dict[Tuple[str, ...], type] = {}
@@ -259,9 +263,16 @@ def _named_class(fields: Tuple[str, ...]) -> Optional[type]:
     if cls is None:
         if len(_NAMED_CLASSES) >= _MAX_NAMED_CLASSES:
             return None
-        cls = type("Row", (Row,), {"_fields": fields, "__slots__": (),
-                                   "__module__": Row.__module__, "__qualname__": "Row"})
-        cls = _NAMED_CLASSES.setdefault(fields, cls)
+        cls = _NAMED_CLASSES.setdefault(fields, _new_row_class(fields))
+    return cls
+
+
+def _new_row_class(fields: Tuple[str, ...]) -> type:
+    """A new subclass of Row holding ``fields`` (its rows on the C half's free list)."""
+    cls = type("Row", (Row,), {"_fields": fields, "__slots__": (),
+                               "__module__": Row.__module__, "__qualname__": "Row"})
+    if C_ROWS:
+        _records.fast_class(cls)
     return cls
 
 
@@ -269,8 +280,7 @@ def _class_for(fields: Tuple[str, ...]) -> type:
     """The Row class named by ``fields`` (for unpickling)."""
     cls = _named_class(tuple(fields))
     if cls is None:
-        cls = type("Row", (Row,), {"_fields": tuple(fields), "__slots__": (),
-                                   "__module__": Row.__module__, "__qualname__": "Row"})
+        cls = _new_row_class(tuple(fields))
     return cls
 
 

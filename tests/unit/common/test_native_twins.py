@@ -382,3 +382,48 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
         assert _windows.fold_aligned(maps, [("a", 1)], ["a"], [0], stamps, 10, 10, 0,
                                      panes._windows, panes.window, add, combine) is None
     assert maps == [{}]
+
+
+@needs_c
+def test_rows_on_the_free_list_keep_their_classes_counts_and_values():
+    """Rows of flowray's own classes go back to a free list when freed, and come out of
+    it for new rows: each class's reference count comes back to what it was, values and
+    instance dicts are the new row's own, a user's subclass (with a finalizer) still
+    frees through CPython, and a deep chain of rows is freed without a deep C stack."""
+    import sys
+
+    cls = type(Row(k="a", v=1))
+    base = sys.getrefcount(cls)
+    rows = [_rowtype_make(cls, (f"k{i}", i)) for i in range(5000)]
+    assert sys.getrefcount(cls) == base + 5000
+    rows[7].set_row_kind(RowKind.DELETE)
+    del rows
+    assert sys.getrefcount(cls) == base
+    again = [_rowtype_make(cls, ("x", i)) for i in range(3000)]   # from the free list
+    assert [tuple(r) for r in again[:2]] == [("x", 0), ("x", 1)]
+    assert all(r.get_row_kind() is RowKind.INSERT and r._fields == ("k", "v") for r in again)
+    unnamed = Row(1, 2)   # Row's own rows too
+    assert type(unnamed) is Row and tuple(unnamed) == (1, 2)
+    del again, unnamed
+    assert sys.getrefcount(cls) == base
+
+    finalized = []
+
+    class Mine(cls):   # a user's subclass, with a finalizer: freed by CPython
+        def __del__(self):
+            finalized.append(tuple(self))
+    mine_base = sys.getrefcount(Mine)
+    m = Mine("m", 1)
+    m.extra = [1]
+    del m
+    assert finalized == [("m", 1)] and sys.getrefcount(Mine) == mine_base
+
+    one = type(Row(x=1))
+    chain = _rowtype_make(one, (None,))
+    for _ in range(200_000):
+        chain = _rowtype_make(one, (chain,))
+    del chain   # freed through the trashcan, not 200,000 C frames deep
+
+
+def _rowtype_make(cls, values):
+    return _records.make(cls, values)
