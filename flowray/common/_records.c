@@ -5,8 +5,8 @@
  * (`row["name"]`), so `row[0]` costs about 8x a tuple's, and a row made with
  * `tuple.__new__(cls, values)` costs about 4x a tuple. This module gives Row a C base
  * type whose `[]` and attribute lookup take field names in C, the few batch operations
- * the data path runs per record (make rows, turn them back into plain tuples for the
- * wire), and FieldChecks, the per-field type test of declared TUPLE and ROW types run
+ * the data path runs per record (make rows; flatten a batch of tuples or rows of one shape
+ * into one list of values for the wire, and back), and FieldChecks, the per-field type test of declared TUPLE and ROW types run
  * over a whole batch. flowray.common.types and flowray.common.type_conversion fall back
  * to a pure-Python twin of each when this module is not built (no C compiler where
  * flowray was installed) or FLOWRAY_PURE_PYTHON is set; both pass the same tests
@@ -414,53 +414,121 @@ has_own_attrs(PyObject *r)
     return dictptr != NULL && *dictptr != NULL && PyDict_GET_SIZE(*dictptr) != 0;
 }
 
-PyDoc_STRVAR(plain_tuples_doc,
-"plain_tuples(records, cls) -> a list of plain tuples, one per record, or None.\n\n"
-"None unless every record is of class cls exactly and keeps nothing of its own (no\n"
-"field names or row kind set on the row itself: they are the class's). Such a batch\n"
-"crosses a channel as the class's field names and plain tuples.");
+PyDoc_STRVAR(flatten_doc,
+"flatten(records, cls) -> (width, values), or None\n\n"
+"A batch of records of one shape as the values of all its records, record after record:\n"
+"for cls None, records that are plain tuples of one length (width, at least 1); for a\n"
+"Row class, rows of exactly that class keeping nothing of their own (no field names or\n"
+"row kind set on the row itself: they are the class's). None for any other batch. A\n"
+"channel sends such a batch as one flat list (about half the pickling of its tuples).");
 
 static PyObject *
-records_plain_tuples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+records_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "plain_tuples() takes 2 arguments (%zd given)", nargs);
+        PyErr_Format(PyExc_TypeError, "flatten() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyList_Check(args[0])) {
+    PyObject *records = args[0], *cls = args[1];
+    if (!PyList_Check(records) || PyList_GET_SIZE(records) == 0) {
         Py_RETURN_NONE;
     }
-    PyObject *records = args[0];
-    PyTypeObject *cls = (PyTypeObject *)args[1];
     Py_ssize_t n = PyList_GET_SIZE(records);
+    PyTypeObject *want = cls == Py_None ? &PyTuple_Type : (PyTypeObject *)cls;
+    PyObject *first = PyList_GET_ITEM(records, 0);
+    if (Py_TYPE(first) != want) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(first);
+    if (width == 0) {
+        Py_RETURN_NONE;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
-        if (Py_TYPE(r) != cls || has_own_attrs(r)) {
+        if (Py_TYPE(r) != want || PyTuple_GET_SIZE(r) != width
+                || (cls != Py_None && has_own_attrs(r))) {
             Py_RETURN_NONE;
         }
     }
+    PyObject *flat = PyList_New(n * width);
+    if (flat == NULL) {
+        return NULL;
+    }
+    PyObject **out = ((PyListObject *)flat)->ob_item;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject **items = ((PyTupleObject *)PyList_GET_ITEM(records, i))->ob_item;
+        for (Py_ssize_t j = 0; j < width; j++) {
+            Py_INCREF(items[j]);
+            *out++ = items[j];
+        }
+    }
+    PyObject *result = Py_BuildValue("(nN)", width, flat);
+    return result;
+}
+
+PyDoc_STRVAR(unflatten_doc,
+"unflatten(cls, width, values) -> list: flatten's records again, from its values: plain\n"
+"tuples of width values (cls None), or rows of the Row class cls. ValueError when the\n"
+"values are not a whole number of records.");
+
+static PyObject *
+records_unflatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "unflatten() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *cls = args[0];
+    if (cls != Py_None && check_row_class(cls) < 0) {
+        return NULL;
+    }
+    Py_ssize_t width = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (width == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[2], "unflatten() needs a list of values");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t total = PySequence_Fast_GET_SIZE(seq);
+    if (width <= 0 || total % width != 0) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "unflatten(): %zd values are not records of %zd",
+                     total, width);
+        return NULL;
+    }
+    Py_ssize_t n = total / width;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *out = PyList_New(n);
     if (out == NULL) {
+        Py_DECREF(seq);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(records, i);
-        Py_ssize_t m = PyTuple_GET_SIZE(r);
-        PyObject *t = PyTuple_New(m);
-        if (t == NULL) {
+        PyObject *r;
+        if (cls == Py_None) {
+            r = PyTuple_New(width);
+            if (r != NULL) {
+                for (Py_ssize_t j = 0; j < width; j++) {
+                    PyObject *v = items[i * width + j];
+                    Py_INCREF(v);
+                    PyTuple_SET_ITEM(r, j, v);
+                }
+            }
+        }
+        else {
+            r = row_from_items((PyTypeObject *)cls, items + i * width, width);
+        }
+        if (r == NULL) {
             Py_DECREF(out);
+            Py_DECREF(seq);
             return NULL;
         }
-        for (Py_ssize_t j = 0; j < m; j++) {
-            PyObject *v = PyTuple_GET_ITEM(r, j);
-            Py_INCREF(v);
-            PyTuple_SET_ITEM(t, j, v);
-        }
-        PyList_SET_ITEM(out, i, t);
+        PyList_SET_ITEM(out, i, r);
     }
+    Py_DECREF(seq);
     return out;
 }
-
 
 /* -- FieldChecks: a declared TUPLE or ROW type's per-field test, over a batch ---------- */
 
@@ -712,8 +780,9 @@ static PyMethodDef records_methods[] = {
     {"make", (PyCFunction)(void (*)(void))records_make, METH_FASTCALL, make_doc},
     {"from_tuples", (PyCFunction)(void (*)(void))records_from_tuples, METH_FASTCALL,
      from_tuples_doc},
-    {"plain_tuples", (PyCFunction)(void (*)(void))records_plain_tuples, METH_FASTCALL,
-     plain_tuples_doc},
+    {"flatten", (PyCFunction)(void (*)(void))records_flatten, METH_FASTCALL, flatten_doc},
+    {"unflatten", (PyCFunction)(void (*)(void))records_unflatten, METH_FASTCALL,
+     unflatten_doc},
     {"fast_class", records_fast_class, METH_O, fast_class_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -325,80 +325,116 @@ def _named_row(fields: Tuple[str, ...], values: Tuple[Any, ...]) -> Row:
     return _create_row(fields, values)
 
 
-# -- batches of rows on the wire -------------------------------------------------------------
+# -- batches on the wire -------------------------------------------------------------------
 _KIND_OF = attrgetter("_row_kind")
 _FIELDS_OF = attrgetter("_fields")
 
 
-class _NamedRowBatch:
-    """A list of named rows of one schema, all ``INSERT``, pickled as the field names and
-    plain tuples (no per-row ``__reduce_ex__``); it unpickles as the list of rows."""
+class _FlatBatch:
+    """A batch of records of one shape (plain tuples of one length, or rows of one Row
+    class keeping nothing of their own) pickled as one flat list of their values, record
+    after record (no per-record tuple in the pickle); it unpickles as an equal list."""
 
-    __slots__ = ("fields", "values")
+    __slots__ = ("fields", "width", "values")
 
-    def __init__(self, fields: Tuple[str, ...], values: List[tuple]) -> None:
-        self.fields = fields
+    def __init__(self, fields: Any, width: int, values: List[Any]) -> None:
+        self.fields = fields   # None: plain tuples; True: rows of Row; else a class's names
+        self.width = width
         self.values = values
 
     def __reduce__(self) -> Any:
-        return (_named_rows, (self.fields, self.values))
+        if self.fields is None:
+            return (_flat_tuples, (self.width, self.values))
+        return (_flat_rows, (None if self.fields is True else self.fields, self.width,
+                             self.values))
+
+
+def _flat_tuples(width: int, values: List[Any]) -> List[tuple]:
+    return _unflatten(None, width, values)
+
+
+def _flat_rows(fields: Optional[Tuple[str, ...]], width: int, values: List[Any]) -> List[Row]:
+    return _unflatten(Row if fields is None else _class_for(tuple(fields)), width, values)
 
 
 def _named_rows(fields: Tuple[str, ...], values: List[tuple]) -> List[Row]:
+    """Unpickles batches of named rows written as field names and plain tuples (before
+    _FlatBatch; frames of that form may wait in an unaligned checkpoint's channel state)."""
     return rows_from_tuples(_class_for(tuple(fields)), values)
 
 
-def _plain_tuples_py(records: List[Any], cls: type) -> Optional[List[tuple]]:
-    """The pure-Python twin of ``_records.plain_tuples``: the records as plain tuples when
-    every one is of ``cls`` exactly, of kind ``INSERT`` and named by the class; else None."""
-    if not set(map(type, records)) <= {cls}:
+def _flatten_py(records: List[Any], cls: Optional[type]) -> Optional[Tuple[int, List[Any]]]:
+    """The pure-Python twin of ``_records.flatten`` (whose docstring is the contract)."""
+    if type(records) is not list or not records:
         return None
-    # ids, not the kinds: hashing an Enum member is a Python call
-    if not (set(map(id, map(_KIND_OF, records))) <= {id(_INSERT)}
+    want = tuple if cls is None else cls
+    if set(map(type, records)) != {want}:
+        return None
+    widths = set(map(len, records))
+    if len(widths) != 1 or 0 in widths:
+        return None
+    if cls is not None and not (
+            set(map(id, map(_KIND_OF, records))) <= {id(_INSERT)}   # ids: no Enum __hash__
             and set(map(id, map(_FIELDS_OF, records))) <= {id(cls._fields)}):  # type: ignore[attr-defined]
         return None
-    return list(map(tuple, records))
+    return widths.pop(), [v for r in records for v in r]
+
+
+def _unflatten_py(cls: Optional[type], width: int, values: List[Any]) -> List[Any]:
+    """The pure-Python twin of ``_records.unflatten``."""
+    if width <= 0 or len(values) % width:
+        raise ValueError(f"unflatten(): {len(values)} values are not records of {width}")
+    records = list(zip(*[iter(values)] * width))
+    return records if cls is None else list(map(partial(_NEW_TUPLE, cls), records))
 
 
 #: make_row(cls, values): a row of the Row class ``cls`` holding ``values`` (a tuple), as
 #: ``tuple.__new__(cls, values)`` does; rows_from_tuples(cls, tuples): a list of them
 make_row: Callable[[type, Any], Any]
 rows_from_tuples: Callable[[type, List[tuple]], List[Any]]
-_plain_tuples: Callable[[List[Any], type], Optional[List[tuple]]]
+_flatten: Callable[[List[Any], Optional[type]], Optional[Tuple[int, List[Any]]]]
+_unflatten: Callable[[Optional[type], int, List[Any]], List[Any]]
 if C_ROWS:
     make_row = _records.make
     rows_from_tuples = _records.from_tuples
-    _plain_tuples = _records.plain_tuples
+    _flatten, _unflatten = _records.flatten, _records.unflatten
 else:
     make_row = _NEW_TUPLE
 
     def rows_from_tuples(cls: type, tuples: List[tuple]) -> List[Any]:
         return list(map(partial(_NEW_TUPLE, cls), tuples))
 
-    _plain_tuples = _plain_tuples_py
+    _flatten, _unflatten = _flatten_py, _unflatten_py
 
 
 def rows_for_pickling(records: List[Any]) -> Any:
-    """What to pickle for the batch ``records``: the list itself, or, when it holds only
-    named rows of one schema and kind ``INSERT``, a stand-in that pickles as their field
-    names and plain tuples and unpickles as an equal list of rows (a channel's batch of
-    ``Types.ROW_NAMED`` records then costs about what a batch of tuples does).
+    """What to pickle for the batch ``records``: the list itself, or, when its records
+    are of one shape (plain tuples of one length, or rows of one Row class, all of kind
+    ``INSERT`` and named by their class), a stand-in that pickles as one flat list of
+    their values and unpickles as an equal list (about half the pickling of the tuples).
 
     >>> import pickle
     >>> rows = [Row(k="a", v=1), Row(k="b", v=2)]
     >>> back = pickle.loads(pickle.dumps(rows_for_pickling(rows)))
     >>> back == rows and [r.k for r in back] == ["a", "b"]
     True
+    >>> pickle.loads(pickle.dumps(rows_for_pickling([("a", 1), ("b", 2)])))
+    [('a', 1), ('b', 2)]
     >>> rows_for_pickling([1, 2])
     [1, 2]
     """
     if not records:
         return records
     cls = type(records[0])
-    fields = cls.__dict__.get("_fields")   # only a named row class holds its names
-    if fields is None or not issubclass(cls, Row):
+    if cls is tuple:
+        flat = _flatten(records, None)
+        return records if flat is None else _FlatBatch(None, *flat)
+    if not issubclass(cls, Row):
         return records
-    values = _plain_tuples(records, cls)
-    if values is None:
+    fields = cls.__dict__.get("_fields")   # a named row class holds its names; Row: None
+    if fields is None and cls is not Row:
+        return records   # a user's subclass of Row: pickled as it is
+    flat = _flatten(records, cls)
+    if flat is None:
         return records
-    return _NamedRowBatch(fields, values)
+    return _FlatBatch(True if cls is Row else fields, *flat)

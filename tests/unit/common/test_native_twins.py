@@ -57,7 +57,7 @@ def test_the_twins_are_what_the_module_says_is_in_use():
 
 
 @needs_c
-def test_plain_tuples_in_c_is_its_twin():
+def test_flatten_and_unflatten_in_c_are_their_twins():
     named = Row(k="a", v=1)
     cls = type(named)
     other = type(Row(x="a", y=1))
@@ -70,14 +70,24 @@ def test_plain_tuples_in_c_is_its_twin():
     back.set_row_kind(RowKind.INSERT)   # the class's again
     back.set_field_names(["k", "v"])    # the class's names
     batches = [[named, Row(k="b", v=2)], [named, own_kind], [named, Row(x="a", y=1)],
-               [named, ("a", 1)], [named, own_names], [], [named] * 3, [named, back]]
+               [named, ("a", 1)], [named, own_names], [], [named] * 3, [named, back],
+               [("a", 1), ("b", 2)], [("a", 1), ("b",)], [(), ()], [("a", 1), ["b", 2]],
+               [("a", [1]), ("b", None)], [Row("a", 1), Row("b", 2)], [Row("a"), ("a",)],
+               (("a", 1),), [("a", 1), Row(k="b", v=2)]]
     for records in batches:
-        for c in (cls, other):
-            assert _outcome(_records.plain_tuples, records, c) == \
-                _outcome(row_types._plain_tuples_py, records, c), (records, c)
-    assert _records.plain_tuples([named, Row(k="b", v=2)], cls) == [("a", 1), ("b", 2)]
-    assert _records.plain_tuples([back], cls) == [("b", 3)]
-    assert [type(t) for t in _records.plain_tuples([named], cls)] == [tuple]
+        for c in (None, cls, other, Row):
+            got = _outcome(_records.flatten, records, c)
+            assert got == _outcome(row_types._flatten_py, records, c), (records, c)
+            if got[0] is not type(None):
+                width, values = _records.flatten(records, c)
+                again = _outcome(_records.unflatten, c, width, values)
+                assert again == _outcome(row_types._unflatten_py, c, width, values)
+                assert again == _outcome(lambda: list(records))
+    assert _records.flatten([named, Row(k="b", v=2)], cls) == (2, ["a", 1, "b", 2])
+    assert _records.flatten([back], cls) == (2, ["b", 3])
+    for c, width, values in ((None, 2, [1, 2, 3]), (cls, 0, []), (None, -1, [1])):
+        assert _outcome(_records.unflatten, c, width, values) == \
+            _outcome(row_types._unflatten_py, c, width, values) == ("raises", ValueError)
 
 
 @needs_c

@@ -198,13 +198,38 @@ def _round_trip(records):
     return pickle.loads(pickle.dumps(rows_for_pickling(records), protocol=5))
 
 
-def test_a_batch_of_named_rows_pickles_as_tuples_and_comes_back_equal():
-    from flowray.common.types import _NamedRowBatch, rows_for_pickling
+def test_a_batch_of_named_rows_pickles_flat_and_comes_back_equal():
+    from flowray.common.types import _FlatBatch, rows_for_pickling
     rows = [Row(k=f"k{i}", v=i) for i in range(100)]
-    assert isinstance(rows_for_pickling(rows), _NamedRowBatch)
+    assert isinstance(rows_for_pickling(rows), _FlatBatch)
     back = _round_trip(rows)
     assert back == rows
     assert all(type(b) is type(r) and b.as_dict() == r.as_dict() for b, r in zip(back, rows))
+
+
+def test_batches_of_tuples_and_of_positional_rows_of_one_length_pickle_flat_too():
+    from flowray.common.types import _FlatBatch, rows_for_pickling
+    shared = [1, 2]
+    for records in ([("a", 1), ("b", shared), ("c", shared)], [Row("a", 1), Row("b", 2)]):
+        assert isinstance(rows_for_pickling(records), _FlatBatch)
+        back = _round_trip(records)
+        assert back == records and [type(b) for b in back] == [type(r) for r in records]
+    back = _round_trip([("b", shared), ("c", shared)])
+    assert back[0][1] is back[1][1]   # an object twice in a batch is one object after
+    for odd in ([("a", 1), ("b",)], [("a", 1), ["b", 2]], [(), ()], [("a", 1), 3]):
+        assert rows_for_pickling(odd) is odd and _round_trip(odd) == odd
+
+
+def test_batches_in_the_earlier_form_of_named_rows_still_unpickle():
+    """Field names and plain tuples: how batches of named rows crossed a channel before
+    they went flat (an unaligned checkpoint may hold frames of that form)."""
+    import pickle
+
+    from flowray.common.types import _named_rows
+    data = pickle.dumps((_named_rows, (("k", "v"), [("a", 1), ("b", 2)])))
+    func, args = pickle.loads(data)
+    back = func(*args)
+    assert back == [("a", 1), ("b", 2)] and back[1].v == 2 and back[0]._fields == ("k", "v")
 
 
 @pytest.mark.parametrize("odd_one", [
