@@ -68,17 +68,54 @@ parse(PyObject *const *args, Py_ssize_t nargs, const char *name, PyObject **seq,
     return *seq == NULL ? -1 : 0;
 }
 
-PyDoc_STRVAR(str_key_groups_doc,
-"str_key_groups(keys, max_parallelism) -> list of key groups, or None\n\n"
-"The key group of every key of keys, all of them str exactly; None when a key is not a\n"
-"str or has no UTF-8 form (a lone surrogate): the caller then goes key by key.");
+/* the hash of one key: 1 and *h set, 0 when the key is not this function's to hash (the
+ * caller then goes key by key), -1 on an error */
+typedef int (*key_hash)(PyObject *k, uint32_t *h);
 
+static int
+str_hash(PyObject *k, uint32_t *h)
+{
+    if (!PyUnicode_CheckExact(k)) {
+        return 0;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(k, &size);
+    if (utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            return -1;
+        }
+        PyErr_Clear();   /* a lone surrogate: stable_hash's surrogatepass, key by key */
+        return 0;
+    }
+    *h = crc32_of((const unsigned char *)utf8, size);
+    return 1;
+}
+
+static int
+int_hash(PyObject *k, uint32_t *h)
+{
+    if (!PyLong_CheckExact(k)) {
+        return 0;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
+    if (overflow) {
+        return 0;
+    }
+    /* the fold of stable_hash: (k ^ (k >> 32)) & 0xFFFFFFFF, >> arithmetic as Python's */
+    int64_t a = (int64_t)v;
+    int64_t shifted = a < 0 ? ~((~a) >> 32) : a >> 32;
+    *h = (uint32_t)((uint64_t)(a ^ shifted) & 0xFFFFFFFFu);
+    return 1;
+}
+
+/* the key groups of keys (args[0]) at max parallelism args[1], or None */
 static PyObject *
-str_key_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+key_groups(PyObject *const *args, Py_ssize_t nargs, const char *name, key_hash hash)
 {
     PyObject *seq;
     long maxp;
-    if (parse(args, nargs, "str_key_groups", &seq, &maxp) < 0) {
+    if (parse(args, nargs, name, &seq, &maxp) < 0) {
         return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -89,30 +126,31 @@ str_key_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = keys[i];
-        if (!PyUnicode_CheckExact(k)) {
-            goto none;
-        }
-        Py_ssize_t size;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(k, &size);
-        if (utf8 == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-                Py_DECREF(out);
-                Py_DECREF(seq);
+        uint32_t h;
+        int ok = hash(keys[i], &h);
+        if (ok <= 0) {
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            if (ok < 0) {
                 return NULL;
             }
-            PyErr_Clear();
-            goto none;
+            Py_RETURN_NONE;
         }
-        uint32_t h = fmix32(crc32_of((const unsigned char *)utf8, size));
-        PyList_SET_ITEM(out, i, PyLong_FromUnsignedLong(h % (unsigned long)maxp));
+        PyList_SET_ITEM(out, i, PyLong_FromUnsignedLong(fmix32(h) % (unsigned long)maxp));
     }
     Py_DECREF(seq);
     return out;
-none:
-    Py_DECREF(out);
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(str_key_groups_doc,
+"str_key_groups(keys, max_parallelism) -> list of key groups, or None\n\n"
+"The key group of every key of keys, all of them str exactly; None when a key is not a\n"
+"str or has no UTF-8 form (a lone surrogate): the caller then goes key by key.");
+
+static PyObject *
+str_key_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return key_groups(args, nargs, "str_key_groups", str_hash);
 }
 
 PyDoc_STRVAR(int_key_groups_doc,
@@ -123,40 +161,7 @@ PyDoc_STRVAR(int_key_groups_doc,
 static PyObject *
 int_key_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *seq;
-    long maxp;
-    if (parse(args, nargs, "int_key_groups", &seq, &maxp) < 0) {
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **keys = PySequence_Fast_ITEMS(seq);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = keys[i];
-        if (!PyLong_CheckExact(k)) {
-            goto none;
-        }
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
-        if (overflow) {
-            goto none;
-        }
-        /* the fold of stable_hash: (k ^ (k >> 32)) & 0xFFFFFFFF, >> arithmetic as Python's */
-        int64_t a = (int64_t)v;
-        int64_t shifted = a < 0 ? ~((~a) >> 32) : a >> 32;
-        uint32_t h = fmix32((uint32_t)((uint64_t)(a ^ shifted) & 0xFFFFFFFFu));
-        PyList_SET_ITEM(out, i, PyLong_FromUnsignedLong(h % (unsigned long)maxp));
-    }
-    Py_DECREF(seq);
-    return out;
-none:
-    Py_DECREF(out);
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
+    return key_groups(args, nargs, "int_key_groups", int_hash);
 }
 
 static PyMethodDef key_groups_methods[] = {

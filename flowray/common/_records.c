@@ -24,6 +24,19 @@ static PyObject *str_fields; /* "_fields", interned */
 
 static int check_row_class(PyObject *cls);
 
+/* 0 when a function `name` of `expected` positional arguments got them; -1 and a
+ * TypeError otherwise */
+static int
+check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t expected)
+{
+    if (nargs == expected) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", name, expected,
+                 nargs);
+    return -1;
+}
+
 /* The field names of `self`: a new reference, or NULL with no error set when the row has
  * none (None). An error set means the lookup itself failed. */
 static PyObject *
@@ -331,6 +344,48 @@ check_row_class(PyObject *cls)
     return 0;
 }
 
+/* [one(ctx, item) for item in seq] (a new list), or NULL at the first error */
+static PyObject *
+map_list(PyObject *seq_obj, const char *not_a_sequence,
+         PyObject *(*one)(void *ctx, PyObject *item), void *ctx)
+{
+    PyObject *seq = PySequence_Fast(seq_obj, not_a_sequence);
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out = PyList_New(n);
+    if (out != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *r = one(ctx, items[i]);
+            if (r == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, r);
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+/* a row of class ctx made of `values` (a tuple, or any iterable) */
+static PyObject *
+row_of(void *ctx, PyObject *values)
+{
+    if (PyTuple_Check(values)) {
+        return new_row((PyTypeObject *)ctx, values);
+    }
+    PyObject *t = PySequence_Tuple(values);
+    if (t == NULL) {
+        return NULL;
+    }
+    PyObject *row = new_row((PyTypeObject *)ctx, t);
+    Py_DECREF(t);
+    return row;
+}
+
 PyDoc_STRVAR(make_doc,
 "make(cls, values) -> a row of class cls holding the values (a tuple, or any iterable).\n\n"
 "The same row as tuple.__new__(cls, values), made without the Python-level call.");
@@ -338,24 +393,13 @@ PyDoc_STRVAR(make_doc,
 static PyObject *
 records_make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "make() takes 2 arguments (%zd given)", nargs);
+    if (check_nargs("make", nargs, 2) < 0) {
         return NULL;
     }
     if (check_row_class(args[0]) < 0) {
         return NULL;
     }
-    PyObject *values = args[1];
-    if (PyTuple_Check(values)) {
-        return new_row((PyTypeObject *)args[0], values);
-    }
-    PyObject *t = PySequence_Tuple(values);
-    if (t == NULL) {
-        return NULL;
-    }
-    PyObject *row = new_row((PyTypeObject *)args[0], t);
-    Py_DECREF(t);
-    return row;
+    return row_of(args[0], args[1]);
 }
 
 PyDoc_STRVAR(from_tuples_doc,
@@ -364,45 +408,13 @@ PyDoc_STRVAR(from_tuples_doc,
 static PyObject *
 records_from_tuples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "from_tuples() takes 2 arguments (%zd given)", nargs);
+    if (check_nargs("from_tuples", nargs, 2) < 0) {
         return NULL;
     }
     if (check_row_class(args[0]) < 0) {
         return NULL;
     }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *seq = PySequence_Fast(args[1], "from_tuples() needs a sequence of tuples");
-    if (seq == NULL) {
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = items[i];
-        PyObject *row;
-        if (PyTuple_Check(t)) {
-            row = new_row(cls, t);
-        }
-        else {
-            PyObject *tt = PySequence_Tuple(t);
-            row = tt == NULL ? NULL : new_row(cls, tt);
-            Py_XDECREF(tt);
-        }
-        if (row == NULL) {
-            Py_DECREF(out);
-            Py_DECREF(seq);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, row);
-    }
-    Py_DECREF(seq);
-    return out;
+    return map_list(args[1], "from_tuples() needs a sequence of tuples", row_of, args[0]);
 }
 
 /* Whether row `r` keeps attributes of its own (field names or a row kind set on it, in
@@ -425,8 +437,7 @@ PyDoc_STRVAR(flatten_doc,
 static PyObject *
 records_flatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "flatten() takes 2 arguments (%zd given)", nargs);
+    if (check_nargs("flatten", nargs, 2) < 0) {
         return NULL;
     }
     PyObject *records = args[0], *cls = args[1];
@@ -474,8 +485,7 @@ PyDoc_STRVAR(unflatten_doc,
 static PyObject *
 records_unflatten(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "unflatten() takes 3 arguments (%zd given)", nargs);
+    if (check_nargs("unflatten", nargs, 3) < 0) {
         return NULL;
     }
     PyObject *cls = args[0];
@@ -625,6 +635,12 @@ checks_one(FieldChecks *self, PyObject *v)
 }
 
 static PyObject *
+checks_one_of(void *self, PyObject *v)
+{
+    return checks_one((FieldChecks *)self, v);
+}
+
+static PyObject *
 checks_call(PyObject *op, PyObject *args, PyObject *kwds)
 {
     FieldChecks *self = (FieldChecks *)op;
@@ -636,28 +652,7 @@ checks_call(PyObject *op, PyObject *args, PyObject *kwds)
     if (!PyArg_UnpackTuple(args, "FieldChecks", 1, 1, &records)) {
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(records, "FieldChecks needs a list of records");
-    if (seq == NULL) {
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = checks_one(self, items[i]);
-        if (r == NULL) {
-            Py_DECREF(out);
-            Py_DECREF(seq);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, r);
-    }
-    Py_DECREF(seq);
-    return out;
+    return map_list(records, "FieldChecks needs a list of records", checks_one_of, self);
 }
 
 static PyObject *
