@@ -19,7 +19,7 @@ Two measures:
   out. About a minute per count at 100,000 records.
 
     python benchmarks/types.py [--records 1000000] [--rounds 3] [--target local|ray]
-    python benchmarks/types.py --instructions [--records 100000]
+    python benchmarks/types.py --instructions [--records 100000] [--before REV]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from throughput import CountingSink, read_counts
@@ -74,16 +74,18 @@ WARM_UP = 20_000
 
 def child(name: str, records: int) -> None:
     """One measuring process (``--instructions``): a warm-up job, then one of ``records``."""
-    from flowray.common.types import C_ROWS
+    import flowray.common.types as row_types
     run(TYPES[name], WARM_UP, "local")
     run(TYPES[name], records, "local")
-    print("RESULT " + json.dumps({"c_rows": C_ROWS}), flush=True)
+    print("RESULT " + json.dumps({"c_rows": getattr(row_types, "C_ROWS", False),
+                                  "module": row_types.__file__}), flush=True)
 
 
-def _instructions(name: str, records: int) -> Dict[str, Any]:
+def _instructions(name: str, records: int, site: Optional[str] = None) -> Dict[str, Any]:
+    from _revision import env_for
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
            sys.executable, os.path.abspath(__file__), "--child", name, "--records"]
-    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts run after run
+    env = dict(env_for(site), PYTHONHASHSEED="0")  # the same dict layouts run after run
     out: Dict[str, Any] = {}
     for n in (records, records // 5):
         proc = subprocess.run(cmd + [str(n)], env=env, capture_output=True, text=True,
@@ -94,25 +96,44 @@ def _instructions(name: str, records: int) -> Dict[str, Any]:
             raise SystemExit(f"{name}: measurement failed\n{proc.stdout[-2000:]}\n"
                              f"{proc.stderr[-3000:]}")
         out.update(json.loads(lines[-1][len("RESULT "):]))
+        if site is not None and not out["module"].startswith(site):
+            raise SystemExit(f"measured {out['module']}, not the revision at {site}")
         out[n] = int(counts[-1].split()[-1])
     out["per_record"] = (out[records] - out[records // 5]) / (records - records // 5)
     return out
 
 
-def main_instructions(records: int) -> None:
+def main_instructions(records: int, before: Optional[str]) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind")
     counts = {name: _instructions(name, records) for name in TYPES}
+    earlier: Dict[str, Dict[str, Any]] = {}
+    if before:
+        from _revision import export_revision
+        with tempfile.TemporaryDirectory(prefix="flowray-types-before-") as tmp:
+            site = export_revision(before, tmp)
+            earlier = {name: _instructions(name, records, site) for name in TYPES}
     base = counts["none"]["per_record"]
     c_rows = counts["none"]["c_rows"]
     print(f"\nkeyed running sum, {records:,} vs {records // 5:,} records, {KEYS:,} keys, p=1, "
           f"local target, instructions per record (callgrind); Row's C half: "
           f"{'yes' if c_rows else 'no'}\n")
-    print(f"{'map output_type':36s}{'instr/record':>14s}{'vs none':>10s}")
-    print("-" * 60)
+    head = f"{'map output_type':36s}{'instr/record':>14s}{'vs none':>10s}"
+    if earlier:
+        head += f"{'before':>12s}{'vs none':>10s}{'fewer':>8s}"
+    print(head)
+    print("-" * len(head))
     for name, c in counts.items():
         per = c["per_record"]
-        print(f"{name:36s}{per:>14,.0f}{base / per:>9.2f}x")
+        line = f"{name:36s}{per:>14,.0f}{base / per:>9.2f}x"
+        if earlier:
+            old = earlier[name]["per_record"]
+            line += (f"{old:>12,.0f}{earlier['none']['per_record'] / old:>9.2f}x"
+                     f"{old / per:>7.2f}x")
+        print(line)
+    if earlier:
+        print(f"before: flowray at {before} (its C halves built, if it has any); fewer: "
+              f"before / now")
 
 
 def main(argv: List[str]) -> None:
@@ -123,12 +144,14 @@ def main(argv: List[str]) -> None:
     p.add_argument("--target", choices=["local", "ray"], default="local")
     p.add_argument("--instructions", action="store_true",
                    help="count instructions with callgrind instead of timing")
+    p.add_argument("--before", default=None,
+                   help="with --instructions: also count this git revision")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child(args.child, args.records)
     if args.instructions:
-        return main_instructions(args.records or 100_000)
+        return main_instructions(args.records or 100_000, args.before)
     args.records = args.records or 1_000_000
     walls: Dict[str, List[float]] = {name: [] for name in TYPES}
     for _ in range(args.rounds):
