@@ -427,6 +427,8 @@ def rows_for_pickling(records: List[Any]) -> Any:
         return records
     cls = type(records[0])
     if cls is tuple:
+        if not C_ROWS:   # in pure Python, checking and flattening costs what it saves
+            return records
         flat = _flatten(records, None)
         return records if flat is None else _FlatBatch(None, *flat)
     if not issubclass(cls, Row):
