@@ -246,8 +246,15 @@ class InternalTimerService:
         return restored
 
     def timers_by_key(self, domain: TimeDomain) -> Dict[Any, List[Tuple[int, Any]]]:
-        """Live timers of ``domain`` per key (for tests and diagnostics)."""
+        """Live timers of ``domain`` per key (for tests and diagnostics), each key's in
+        the order they fire: by timestamp, then as registered."""
+        queue = self._queues[domain]
+        live, seen = queue.live, set()
         out: Dict[Any, List[Tuple[int, Any]]] = {}
-        for ts, key, ns in self._queues[domain].live:
-            out.setdefault(key, []).append((ts, ns))
-        return {k: sorted(v, key=lambda e: e[0]) for k, v in out.items()}
+        for ts in sorted(queue.buckets):
+            for key, _, ns in queue.buckets[ts]:
+                entry = (ts, key, ns)
+                if entry in live and entry not in seen:  # (a FIFO keeps deleted timers)
+                    seen.add(entry)
+                    out.setdefault(key, []).append((ts, ns))
+        return out

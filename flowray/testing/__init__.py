@@ -34,10 +34,13 @@ from flowray.testing.sources import (
     TestingFailure,
     TestingSource,
     TestingSourceReader,
+    WAIT_UNTIL,
+    WaitMarker,
 )
 
 __all__ = ["RecordOpens", "CountRecords", "FailOnce", "DieOnceOnOpen", "HangOnce",
            "TransactionalTestingSink", "FaultInjector", "wait_until", "TestingSource",
            "TestingSourceReader", "TestingFailure", "SimulatedCrash", "Marker", "FailMarker",
-           "KillMarker", "PauseMarker", "HoldMarker", "HOLD", "FAIL", "KILL", "PAUSE", "TestingTopology",
+           "KillMarker", "PauseMarker", "HoldMarker", "WaitMarker", "HOLD", "FAIL", "KILL", "PAUSE",
+           "WAIT_UNTIL", "TestingTopology",
            "RecordingDeployer"]

@@ -11,15 +11,18 @@ emitted as records:
   ``seconds`` have passed on the source's clock since it reached the marker;
 * ``HOLD()`` makes the reader return ``[]`` for as long as the job runs (until it is stopped,
   e.g. with a savepoint), the first time it is reached; recorded in the ledger, so a test
-  can wait for it (``fired_markers()``) and a reader restored before it reads on past it.
+  can wait for it (``fired_markers()``) and a reader restored before it reads on past it;
+* ``WAIT_UNTIL(condition)`` makes the reader return ``[]`` until ``condition()`` (a
+  picklable callable, asked at each poll) is true: the job goes on at an event the test
+  names (say, records committed by a checkpoint), not after a guessed time.
 
 A batch returned by ``poll_next`` stops just before a marker, so a fault happens exactly at
 its place among the records. "Once" holds across recovery: the source rewinds to a
 checkpoint taken before the marker, but a marker that fired is recorded first in a *fault
 ledger* (a directory shared by every process on the machine; one file per marker index,
 created with ``O_CREAT | O_EXCL``), and the process that creates the file is the only one
-that fires. ``PAUSE`` is not a fault and is not recorded: a reader that reaches it again after
-a restore pauses again.
+that fires. ``PAUSE`` and ``WAIT_UNTIL`` are not faults and are not recorded: a reader that
+reaches one again after a restore waits again.
 
 With ``parallelism_split=True`` (the default) the source is split-based, as
 :class:`~flowray.operators.sources.CollectionSource`: its splits are
@@ -77,7 +80,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from flowray.common.clock import Clock, SystemClock
 from flowray.operators.sources import (
@@ -100,6 +103,8 @@ __all__ = [
     "KillMarker",
     "PauseMarker",
     "HoldMarker",
+    "WaitMarker",
+    "WAIT_UNTIL",
     "HOLD",
     "FAIL",
     "KILL",
@@ -170,6 +175,25 @@ class HoldMarker(Marker):
 
     def __repr__(self) -> str:
         return "HOLD()"
+
+
+@dataclass(frozen=True)
+class WaitMarker(Marker):
+    """Return ``[]`` until ``condition()`` is true (asked at each poll), then go on."""
+
+    condition: Callable[[], bool]
+
+    def __post_init__(self) -> None:
+        if not callable(self.condition):
+            raise TypeError(f"WAIT_UNTIL: expected a callable, got {self.condition!r}")
+
+    def __repr__(self) -> str:
+        return f"WAIT_UNTIL({getattr(self.condition, '__name__', self.condition)!r})"
+
+
+def WAIT_UNTIL(condition: Callable[[], bool]) -> WaitMarker:
+    """A marker: the reader has nothing until ``condition()`` is true (never sleeps)."""
+    return WaitMarker(condition)
 
 
 def HOLD() -> HoldMarker:
@@ -346,6 +370,10 @@ class TestingSourceReader(ShareOrSplitReader):
                 if now < self._pause_until:
                     return []
                 self._pause_until = None
+                head[0] += 1
+            elif isinstance(marker, WaitMarker):
+                if not marker.condition():
+                    return []
                 head[0] += 1
             elif isinstance(marker, HoldMarker):
                 index = head[0]

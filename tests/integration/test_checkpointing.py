@@ -4,6 +4,7 @@ on Ray, and on the local executor (threads) where the same scheduler runs withou
 
 import os
 from collections import Counter
+from typing import Callable
 
 import pytest
 
@@ -18,7 +19,7 @@ from flowray.datastream import (
 )
 from flowray.datastream.connectors.file_system import FileSink, OutputFileConfig
 from flowray.state.descriptors import ListStateDescriptor, ValueStateDescriptor
-from flowray.testing import FAIL, PAUSE, TestingSource, TransactionalTestingSink
+from flowray.testing import FAIL, PAUSE, WAIT_UNTIL, TestingSource, TransactionalTestingSink
 from tests.support.storage import flip_middle_byte
 
 RESTART = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
@@ -74,16 +75,23 @@ def test_file_sink_bounded_job_commits_everything_once(tmp_path, target):
     assert not (tmp_path / "checkpoints" / result.get_job_id()).exists()
 
 
+def _all_committed(sink: TransactionalTestingSink, values: range) -> Callable[[], bool]:
+    def all_committed() -> bool:
+        return set(values) <= set(sink.committed())
+    return all_committed
+
+
 @pytest.mark.parametrize("retention, kept", [("NO_EXTERNALIZED_CHECKPOINTS", False),
                                              ("RETAIN_ON_CANCELLATION", True)])
 def test_retention_of_a_failed_jobs_checkpoints(tmp_path, retention, kept):
     env = _env(tmp_path, "local", interval_ms=20, extra={
         "restart-strategy.type": "none",
         "execution.checkpointing.externalized-checkpoint-retention": retention})
-    items = [PAUSE(0.02) if i % 50 == 0 else i for i in range(500)] + [FAIL()]
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    # fails once a checkpoint committed what came before
+    items = [*range(500), WAIT_UNTIL(_all_committed(sink, range(500))), FAIL()]
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
-    env.from_source(source, WatermarkStrategy.no_watermarks(), "n").sink_to(
-        TransactionalTestingSink(str(tmp_path / "out")))
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "n").sink_to(sink)
     client = env.execute_async("retention")
     with pytest.raises(JobExecutionError):
         client.wait(timeout_s=60)
@@ -247,12 +255,18 @@ def test_checkpoint_stats_report_every_task(tmp_path, target):
     env = _env(tmp_path, target, interval_ms=50,
                extra={"execution.checkpointing.mode": "AT_LEAST_ONCE"})
     env.set_parallelism(2)
-    items = [PAUSE(0.02) if i % 100 == 0 else i for i in range(1_500)]
+    sink = TransactionalTestingSink(str(tmp_path / "out"))
+    # the first subtask's share (items 0-749) waits twice for what it read to be
+    # committed: two checkpoints complete while the job runs, however fast the machine
+    items: list = list(range(1_500))
+    items[500:500] = [WAIT_UNTIL(_all_committed(sink, range(0, 500)))]
+    items[250:250] = [WAIT_UNTIL(_all_committed(sink, range(0, 250)))]
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
         .key_by(lambda x: x % 5).map(lambda x: x)
-        .sink_to(TransactionalTestingSink(str(tmp_path / "out"))))
+        .sink_to(sink))
     result = env.execute("stats")
+    assert sorted(sink.committed()) == list(range(1_500))
     stats = result.get_checkpoint_stats()
     completed = [h for h in stats["history"] if h["status"] == "COMPLETED"]
     assert stats["counts"]["completed"] == len(completed) >= 2

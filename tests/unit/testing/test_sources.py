@@ -14,6 +14,7 @@ from flowray.testing import (
     FAIL,
     KILL,
     PAUSE,
+    WAIT_UNTIL,
     FailMarker,
     KillMarker,
     PauseMarker,
@@ -269,6 +270,31 @@ def test_pause_again_after_restore(make_source):
     assert again.poll_next(10) == []  # documented: PAUSE may pause again
     clock.advance(1_000)
     assert again.poll_next(10) == ["b"]
+
+
+def test_wait_until_returns_nothing_until_its_condition_holds(make_source):
+    events = []
+    source = make_source(["a", WAIT_UNTIL(lambda: "go" in events), "b", "c"])
+    reader = source.create_reader(ctx())
+    assert reader.poll_next(10) == ["a"]
+    checkpoint = reader.snapshot_state()
+    assert reader.poll_next(10) == [] and reader.poll_next(10) == []
+    assert reader.snapshot_state() == checkpoint  # still at the marker
+    events.append("go")
+    assert reader.poll_next(10) == ["b", "c"]
+    assert reader.poll_next(10) is None
+    assert source.fired_markers() == []  # not a fault
+    events.clear()
+    again = source.create_reader(ctx())
+    again.restore_state(checkpoint)
+    assert again.poll_next(10) == []  # it waits again after a restore
+    events.append("go")
+    assert again.poll_next(10) == ["b", "c"]
+
+
+def test_wait_until_needs_a_callable():
+    with pytest.raises(TypeError, match="WAIT_UNTIL: expected a callable"):
+        WAIT_UNTIL(True)
 
 
 def test_zero_pause_and_markers_at_the_end(make_source):
