@@ -46,14 +46,36 @@ class FaultInjector:
         return sorted(k for k, name in self.client.task_names().items()
                       if task_name_part in name)
 
-    def kill(self, subtask_key: str) -> str:
+    def kill(self, subtask_key: str, timeout_s: float = 60.0) -> str:
+        """Kill the actor running ``subtask_key``; while a failover redeploys the subtask
+        (it is not running, or its actor is gone), wait for it to run again."""
+        killed: List[str] = []
+
+        def killed_it() -> bool:
+            status = self.client.get_job_status()
+            if status.is_globally_terminal_state():
+                raise RuntimeError(f"job ended ({status.value}) before subtask {subtask_key} "
+                                   f"could be killed")
+            name = self.task_actor_names().get(subtask_key)
+            if name is not None and self._kill_actor(name):
+                killed.append(name)
+            return bool(killed)
+
+        wait_until(killed_it, timeout_s, f"subtask {subtask_key} to run")
+        return killed[0]
+
+    def _kill_actor(self, name: str) -> bool:
+        """Kill the task actor ``name``; ``False`` if there is no such actor (any more)."""
         import ray
 
         from flowray.runtime.execution.cluster import NAMESPACE
-        name = self.task_actor_names()[subtask_key]
-        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+        try:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return False
+        ray.kill(actor, no_restart=True)
         self.killed.append(name)
-        return name
+        return True
 
     def kill_job_master(self) -> None:
         """Kill the job master's process; Ray restarts the actor (checkpointing on) and the
@@ -80,5 +102,15 @@ class FaultInjector:
             names = self.task_actor_names()
             return bool(names)
 
-        wait_until(running, timeout_s, "the job to run")
-        return self.kill(self.rng.choice(sorted(names)))
+        killed: List[str] = []
+
+        def killed_one() -> bool:
+            # the names are looked up again after a failover took the chosen one away
+            if running():
+                name = names[self.rng.choice(sorted(names))]
+                if self._kill_actor(name):
+                    killed.append(name)
+            return bool(killed)
+
+        wait_until(killed_one, timeout_s, "the job to run")
+        return killed[0]

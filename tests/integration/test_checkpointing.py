@@ -2,6 +2,7 @@
 jobs, checkpoints after some tasks finished, operator state, and checkpoint statistics —
 on Ray, and on the local executor (threads) where the same scheduler runs without Ray."""
 
+import functools
 import os
 from collections import Counter
 from typing import Callable
@@ -202,10 +203,15 @@ def test_operator_state_survives_a_failure(tmp_path, target, threshold):
 class _RememberSubtasks(MapFunction, CheckpointedFunction, CheckpointListener):
     """Each subtask puts its name into a union list state and tags every record with what
     that state held when it was restored. Subtask 0 raises once, after a checkpoint
-    completed (so the restart restores one)."""
+    completed (so the restart restores one); ``notified_file(dir, i)`` appears when
+    subtask i learns of its first completed checkpoint."""
 
-    def __init__(self, ledger):
-        self.ledger = ledger
+    def __init__(self, ledger, notified_dir):
+        self.ledger, self.notified_dir = ledger, notified_dir
+
+    @staticmethod
+    def notified_file(notified_dir, index):
+        return os.path.join(notified_dir, f"notified-{index}")
 
     def initialize_state(self, context):
         self.state = context.get_operator_state_store().get_union_list_state(
@@ -222,6 +228,7 @@ class _RememberSubtasks(MapFunction, CheckpointedFunction, CheckpointListener):
 
     def notify_checkpoint_complete(self, checkpoint_id):
         self.checkpointed = True
+        open(self.notified_file(self.notified_dir, self.index), "w").close()
 
     def map(self, value):
         if self.index == 0 and self.checkpointed and not os.path.exists(self.ledger):
@@ -236,11 +243,17 @@ def test_union_state_after_restore_holds_every_entry_in_every_subtask(tmp_path, 
     env = _env(tmp_path, target, interval_ms=50,
                extra={"state.storage.fs.memory-threshold": threshold})
     env.set_parallelism(2)
-    items = [PAUSE(0.03) if i % 100 == 0 else i for i in range(2_000)]
+    # each source subtask's share (1,000 items) waits halfway until map subtask 0 has
+    # learnt of a completed checkpoint: the records after it make that subtask fail
+    notified = _RememberSubtasks.notified_file(str(tmp_path), 0)
+    items: list = list(range(2_000))
+    for at in (1_500, 500):
+        items[at:at] = [WAIT_UNTIL(functools.partial(os.path.exists, notified))]
     source = TestingSource(items, ledger_dir=str(tmp_path / "faults"))
     sink = TransactionalTestingSink(str(tmp_path / "out"))
     (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
-        .rebalance().map(_RememberSubtasks(str(tmp_path / "failed"))).sink_to(sink))
+        .rebalance().map(_RememberSubtasks(str(tmp_path / "failed"), str(tmp_path)))
+        .sink_to(sink))
     result = env.execute("union-state")
     assert result.outcome.restarts == 1
     committed = sink.committed()
