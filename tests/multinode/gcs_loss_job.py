@@ -16,7 +16,13 @@ from ray.cluster_utils import Cluster
 from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.job_directory import list_jobs
 from flowray.testing import FaultInjector, wait_until
-from tests.multinode.node_loss_job import N, exactly_once, per_key, start_spread_keyed_job
+from tests.multinode.node_loss_job import (
+    N,
+    exactly_once,
+    per_key,
+    release,
+    start_spread_keyed_job,
+)
 from tests.support.servers import RedisServer
 
 
@@ -40,8 +46,8 @@ def main(work: str) -> dict:
 
 
 def _run(cluster, work: str) -> dict:
-    client, sink, by_node, placements = start_spread_keyed_job(work, "gcs-loss",
-                                                               cluster.worker_nodes)
+    client, sink, by_node, placements, job_work = start_spread_keyed_job(
+        work, "gcs-loss", cluster.worker_nodes)
     committed_before = len(sink.committed())
     checkpoints_before = client.get_checkpoint_stats()["counts"]["completed"]
     cluster.head_node.kill_gcs_server()
@@ -62,6 +68,7 @@ def _run(cluster, work: str) -> dict:
     # failure recovered (new actors created on the nodes the GCS knows)
     listed = [j["job_id"] for j in list_jobs()]
     FaultInjector(client).kill_random_task()
+    release(job_work)  # the sources held until now: the job could not end before the kill
     result = client.wait()
     got = sorted(sink.committed())
     return {"nodes_with_tasks": len(by_node), "placements": placements,

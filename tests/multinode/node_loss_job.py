@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from collections import defaultdict
+from functools import partial
 
 import ray
 from ray.cluster_utils import Cluster
@@ -17,6 +18,7 @@ from flowray.runtime.execution.cluster import NAMESPACE
 from flowray.runtime.execution.storage_reach import StorageNotSharedError
 from flowray.testing import (
     PAUSE,
+    WAIT_UNTIL,
     RecordOpens,
     TestingSource,
     TransactionalTestingSink,
@@ -156,7 +158,11 @@ def _batch_attempt(cluster, work: str, spare) -> dict:
 
 def start_keyed_job(work: str, name: str):
     """The exactly-once keyed job both multinode tests run (parallelism 3, checkpoints
-    every 200 ms, about 6 s of input per source subtask): its client and its sink."""
+    every 200 ms, about 6 s of input per source subtask): its client and its sink.
+
+    Each source subtask waits a third of the way through its share until the file
+    :func:`release_file` names exists (checkpoints go on meanwhile): the job cannot end
+    before the test has done its damage, however slow the machine."""
     env = StreamExecutionEnvironment.get_execution_environment(Configuration({
         # tasks in processes of their own: where Ray places each is what is tested
         "flowray.task-actor-pool.size": 0,
@@ -171,6 +177,8 @@ def start_keyed_job(work: str, name: str):
     for i in range(N):
         if i % 50 == 0:
             items.append(PAUSE(0.1))  # about 6 s of input per source subtask
+        if i % 1_000 == 500:  # one in each source subtask's third of the items
+            items.append(WAIT_UNTIL(partial(os.path.exists, release_file(work))))
         items.append(i)
     sink = TransactionalTestingSink(os.path.join(work, "out"))
     (env.from_source(TestingSource(items, ledger_dir=os.path.join(work, "faults")),
@@ -182,20 +190,31 @@ def start_keyed_job(work: str, name: str):
     return env.execute_async(name), sink
 
 
+def release_file(work: str) -> str:
+    """The file whose creation lets the sources of :func:`start_keyed_job` read on."""
+    return os.path.join(work, "release")
+
+
+def release(work: str) -> None:
+    """Let the sources of the job started in ``work`` read on past their wait."""
+    open(release_file(work), "w").close()
+
+
 def start_spread_keyed_job(work: str, name: str, workers, attempts: int = 4):
     """:func:`start_keyed_job` until Ray placed its six tasks on two nodes or more, some
     on a worker node (the head cannot be removed; now and then Ray placed all on one
-    node). Returns its client, its sink, subtask keys by node id, and how many
-    placements it took."""
+    node). Returns its client, its sink, subtask keys by node id, how many placements it
+    took, and its work folder (for :func:`release`)."""
     for attempt in range(attempts):
         again = f"-{attempt}" if attempt else ""
-        client, sink = start_keyed_job(os.path.join(work, name + again), name + again)
+        job_work = os.path.join(work, name + again)
+        client, sink = start_keyed_job(job_work, name + again)
         wait_until(lambda: len(sink.committed()) > N // 10, 120, "committed output")
         by_node = defaultdict(list)
         for key, node in task_nodes(client).items():
             by_node[node].append(key)
         if len(by_node) >= 2 and any(by_node.get(w.node_id) for w in workers):
-            return client, sink, by_node, attempt + 1
+            return client, sink, by_node, attempt + 1, job_work
         client.cancel()
         try:
             client.wait()
@@ -212,12 +231,14 @@ def main(work: str) -> dict:
              include_dashboard=False)
     cluster.wait_for_nodes()
     refused = refuses_node_local_checkpoints(work)
-    client, sink, by_node, placements = start_spread_keyed_job(work, "node-loss", workers)
+    client, sink, by_node, placements, job_work = start_spread_keyed_job(work, "node-loss",
+                                                                         workers)
     master_node = client.get_job_info()["node_id"]
     candidates = [w for w in workers if by_node.get(w.node_id)]
     victim = next((w for w in candidates if w.node_id != master_node), None) or candidates[0]
     committed_before = len(sink.committed())
     cluster.remove_node(victim)
+    release(job_work)
     result = client.wait()
     got = sorted(sink.committed())
     return {"nodes_with_tasks": len(by_node), "tasks_on_victim": len(by_node[victim.node_id]),
