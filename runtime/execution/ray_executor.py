@@ -296,7 +296,10 @@ class RayExecutor(JobExecutor):
         if runtime_env:  # the task actors the master creates inherit it
             options["runtime_env"] = _upload_runtime_env(runtime_env)
         pool = (driver_pool(config.get(TASK_ACTOR_POOL_SIZE),
-                            config.get(TASK_ACTOR_POOL_MAX_IDLE)) if pooled else None)
+                            config.get(TASK_ACTOR_POOL_MAX_IDLE),
+                            first_tasks=sum(v.parallelism for v in job.job_graph.vertices.values()
+                                            if not v.resources))
+                if pooled else None)
         submitted_ms = int(time.time() * 1000)
         master = None
         spare = spares.take(restarts) if spares is not None else None

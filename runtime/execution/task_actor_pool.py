@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import ray
 
@@ -27,7 +27,8 @@ from flowray.runtime.execution.standby_actors import kill_quietly
 from flowray.runtime.execution.task_actor import TaskActor
 from flowray.runtime.jobmaster.actor_pool import ActorPoolState
 
-__all__ = ["TaskActorPool", "driver_pool", "driver_pool_name", "POOL_THREADS"]
+__all__ = ["TaskActorPool", "driver_pool", "driver_pool_name", "start_pooled_actor",
+           "POOL_THREADS"]
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +42,19 @@ RESET_TIMEOUT_S = 10.0
 class TaskActorPool:
     """See the module docstring; every method is safe to call from several jobs at once."""
 
-    def __init__(self, name_prefix: str, size: int, max_idle: int) -> None:
+    def __init__(self, name_prefix: str, size: int, max_idle: int,
+                 first: Sequence[Tuple[str, Any]] = ()) -> None:
         logging.getLogger("ray").setLevel(logging.WARNING)
         self._prefix = name_prefix
         self._state = ActorPoolState(size, max_idle)
         self._lock = threading.Lock()
         self._ids = itertools.count()
+        for name, handle in first:   # started by the driver for its first job
+            self._state.started(name, handle, POOL_THREADS)
         self._replenish()
 
     def _start_actor(self) -> Tuple[str, Any]:
-        name = f"{self._prefix}/{next(self._ids)}"
-        handle = TaskActor.options(name=name, namespace=NAMESPACE,
-                                   max_concurrency=POOL_THREADS, max_restarts=0).remote()
-        # an actor's first call takes ~200 ms more than the next ones (Ray sets up the
-        # worker's task execution): made now, it is not on a job's start or failover
-        handle.standby_node.remote()
-        return name, handle
+        return start_pooled_actor(f"{self._prefix}/{next(self._ids)}")
 
     def _replenish(self) -> None:
         with self._lock:
@@ -125,21 +123,39 @@ class TaskActorPool:
                     "assigned": self._state.assigned_names()}
 
 
+def start_pooled_actor(name: str) -> Tuple[str, Any]:
+    """Start a pooled task actor named ``name``; ``(name, handle)`` at once (its process
+    is still starting: calls wait for it)."""
+    handle = TaskActor.options(name=name, namespace=NAMESPACE,
+                               max_concurrency=POOL_THREADS, max_restarts=0).remote()
+    # an actor's first call takes ~200 ms more than the next ones (Ray sets up the
+    # worker's task execution): made now, it is not on a job's start or failover
+    handle.standby_node.remote()
+    return name, handle
+
+
 _POOLS: Dict[Tuple[str, str], Any] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def driver_pool(size: int, max_idle: int) -> Optional[Any]:
+def driver_pool(size: int, max_idle: int, first_tasks: int = 0) -> Optional[Any]:
     """This driver's pool on the Ray it is connected to (made on first use); None if
-    ``size`` is 0 and none exists."""
+    ``size`` is 0 and none exists.
+
+    Made for a job of ``first_tasks`` pooled tasks, the pool starts with that many actors
+    which the driver starts itself (at most ``max_idle``): their processes start while
+    the pool's and the job master's do, not after the pool's."""
     ctx = ray.get_runtime_context()
     key = (ctx.gcs_address, ctx.get_job_id())
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None and (size > 0 or max_idle > 0):
             name = driver_pool_name()   # (its actors' names extend it)
+            idle = max(size, max_idle)
+            first = [start_pooled_actor(f"{name}/first-{i}")
+                     for i in range(min(first_tasks, idle))]
             pool = _POOLS[key] = TaskActorPool.options(name=name, namespace=NAMESPACE).remote(
-                name, size, max(size, max_idle))
+                name, size, idle, first)
         return pool
 
 

@@ -4,25 +4,34 @@ finished, so that a driver running job after job (a test suite, a notebook, a se
 submitting jobs) starts task processes once, not once per job.
 
 The pool keeps ``size`` actors idle (processes started ahead of any job) and at most
-``max_idle``. A job takes idle actors for its tasks; each is *assigned* to that job until
+``max_idle``, from the driver's second job on. Before its first job it starts none: that
+job's actors are started for it, all at once, and one more is kept idle while it runs (a
+warm actor for its failovers), so that a program running a single job does not start
+``size`` processes it never uses while its job starts. A job takes idle actors for its
+tasks; each is *assigned* to that job until
 the job gives it back (its task ended normally: it is reset and idle again) or drops it
 (the job failed, was cancelled, or its master is gone: its actors are killed). Only an
 actor whose reset succeeded goes back to idle, so a task that left anything behind never
 hosts another.
 
 >>> pool = ActorPoolState(size=2, max_idle=3)
+>>> pool.to_start()          # nothing ahead of the driver's first job
+0
+>>> [a.name for a in pool.take("job-a", [9, 9])]   # none idle: started for the job
+[None, None]
+>>> _ = pool.started_for("job-a", "pool/0", "h0", threads=40)
+>>> pool.to_start()          # one idle while the first job runs, for its failovers
+1
+>>> pool.started("pool/1", "h1", threads=40)
+>>> [a.name for a in pool.take("job-b", [9, 9])]   # the second job: the pool fills
+['pool/1', None]
 >>> pool.to_start()
-2
->>> pool.started("pool/0", "h0", threads=40); pool.started("pool/1", "h1", threads=40)
->>> [a.name for a in pool.take("job-a", [9, 9, 9])]
-['pool/1', 'pool/0', None]
->>> pool.to_start()          # two idle again, ahead of the next job
 2
 >>> [a.name for a in pool.give_back("job-a", ["pool/0"])]
 ['pool/0']
 >>> pool.after_reset(pool.assigned_actor("pool/0"), reusable=True)
 True
->>> [a.name for a in pool.drop_job("job-a")]
+>>> [a.name for a in pool.drop_job("job-b")]
 ['pool/1']
 """
 
@@ -55,11 +64,15 @@ class ActorPoolState:
         self.max_idle = max_idle
         self._idle: List[PooledActor] = []
         self._assigned: Dict[str, PooledActor] = {}
+        #: the jobs that took actors so far, until there were two (then the pool is full)
+        self._jobs: List[str] = []
 
     # -- growing -------------------------------------------------------------------------
     def to_start(self) -> int:
-        """How many new actors to start to have ``size`` idle."""
-        return max(0, self.size - len(self._idle))
+        """How many new actors to start to have ``size`` idle (none before the driver's
+        first job, one while it is its only job)."""
+        target = self.size if len(self._jobs) >= 2 else min(self.size, len(self._jobs))
+        return max(0, target - len(self._idle))
 
     def started(self, name: str, handle: Any, threads: int) -> None:
         """A new actor (its process may still be starting: a call waits for it)."""
@@ -69,6 +82,8 @@ class ActorPoolState:
     def take(self, job_id: str, threads: List[int]) -> List[PooledActor]:
         """One actor per task of ``job_id`` needing ``threads[i]`` threads, or an actor
         named ``None`` where no idle one has enough (the job starts its own)."""
+        if len(self._jobs) < 2 and job_id not in self._jobs:
+            self._jobs.append(job_id)
         out: List[PooledActor] = []
         for need in threads:
             # the most recently idle first: a process a job just gave back is warm

@@ -51,6 +51,7 @@ from flowray.runtime.task.barrier_handler import (
 from flowray.runtime.task.environment import DriverChannel, TaskEnvironment
 from flowray.runtime.task.io_metrics import TaskIOMetrics, register_operator_metrics
 from flowray.runtime.task.operator_chain import wire_operator_chain
+from flowray.runtime.task.source_pacing import ThinPollPacer
 from flowray.runtime.task.state_initializer import (
     checkpoint_reader,
     initialize_operator_state,
@@ -630,6 +631,7 @@ class StreamTask:
         self._loop_turn_ms = self.clock.monotonic_ms()
         writers = list(self.record_writers.values()) if self.debloating else []
         unaligned = self.unaligned_channels
+        pacer = ThinPollPacer()
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
             if unaligned is not None and not unaligned.outputs_available():
@@ -637,15 +639,20 @@ class StreamTask:
                 continue
             # debloated outputs: emit about a batch per channel at a time, so a trigger
             # waiting in the mailbox is not held behind a long back-pressured write
-            n = head.emit_next(max(1, min(batch_size, *(rw.capacity() for rw in writers)))
-                               if writers else batch_size)
+            asked = (max(1, min(batch_size, *(rw.capacity() for rw in writers)))
+                     if writers else batch_size)
+            n = head.emit_next(asked)
             if n is None:
                 break
             self.records_in += n
             wait = self._housekeeping()
-            if n == 0:
+            # nothing: wait for the source to have records; a thin poll (records trickle
+            # in): wait a little for more to arrive, off the core the tasks downstream need
+            pause = self.IDLE_SOURCE_WAIT_S if n == 0 else 0.0
+            pause = max(pause, pacer.after_poll(n, asked))
+            if pause:
                 t0 = self.clock.monotonic_ms()
-                self._wakeup.wait(min(wait, self.IDLE_SOURCE_WAIT_S))
+                self._wakeup.wait(min(wait, pause))
                 self.idle_ms += self.clock.monotonic_ms() - t0
         self._housekeeping()  # a trigger that arrived meanwhile goes before end-of-partition
         if not self.finished_on_restore and self._stop_mode != STOP_NO_DRAIN:

@@ -82,6 +82,11 @@ PYFLINK_LOG_NOISE = (
     re.compile(r"^flowray: "),
     re.compile(r"^\s+id\s+status\s+duration"),
     re.compile(r"^\s+\d+\s+(COMPLETED|FAILED|IN_PROGRESS)\s"),
+    # Ray's raylet tells every driver on a node each time the node's worker processes
+    # reach a new high (from 4x its startup concurrency: 8 on 2 cores), whichever job
+    # started them: the test session's other jobs share the node
+    re.compile(r"^(\x1b\[\d+m)?\(raylet\)(\x1b\[0m)? WARNING: \d+ PYTHON worker processes "
+               r"have been started on node"),
 )
 
 # "N> " that print() puts before a record when the sink's parallelism is > 1. It is always

@@ -20,7 +20,7 @@ def names(actors):
 def test_a_job_takes_idle_actors_with_enough_threads():
     p = pool()
     assert names(p.take("j", [9, 50, 10])) == ["a1", None, "a0"]   # the latest idle first
-    assert p.idle_count() == 0 and p.to_start() == 2
+    assert p.idle_count() == 0 and p.to_start() == 1   # the first job: one for failovers
     assert p.assigned_names("j") == ["a0", "a1"]
 
 
@@ -74,7 +74,20 @@ def test_forgotten_actors_are_neither_idle_nor_assigned():
     p.take("j", [9])
     p.forget("a0")
     p.forget("a1")
-    assert p.idle_count() == 0 and p.assigned_names() == [] and p.to_start() == 2
+    assert p.idle_count() == 0 and p.assigned_names() == [] and p.to_start() == 1
+
+
+def test_the_pool_fills_from_the_drivers_second_job_on():
+    p = ActorPoolState(3, 4)
+    assert p.to_start() == 0                      # nothing started ahead of the first job
+    assert names(p.take("j", [9, 9])) == [None, None]   # started for it, at once
+    assert p.to_start() == 1                      # one warm actor for its failovers
+    p.take("j", [9])                              # the same job again (a failover)
+    assert p.to_start() == 1
+    p.take("k", [9])                              # a second job: the pool fills
+    assert p.to_start() == 3
+    p.take("l", [9])
+    assert p.to_start() == 3
 
 
 def test_sizes_are_checked():
