@@ -53,7 +53,9 @@ TASK_ACTOR_POOL_SIZE = register_option(
     "flowray.task-actor-pool.size",
     parse_int,
     4,
-    "Warm task actors a driver keeps started for its attached jobs on Ray: a job takes "
+    "Warm task actors a driver keeps started for its attached jobs on Ray, from its "
+    "second job on (its first job's actors are started for it, plus one idle for its "
+    "failovers): a job takes "
     "them for its tasks instead of starting a process per task, and gives them back when "
     "it ends (a cancelled or failed job: those whose tasks closed their operators and did "
     "not fail with MemoryError or SystemError; a driver running job after job starts task "
