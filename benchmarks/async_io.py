@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -30,9 +29,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flowray.common import Configuration, Time, WatermarkStrategy
 from flowray.datastream import AsyncDataStream, StreamExecutionEnvironment
-from flowray.datastream.connectors import Sink, SinkWriter
 from flowray.datastream.connectors.number_seq import NumberSequenceSource
 from flowray.datastream.functions import AsyncFunction
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from throughput import ChecksumSink, read_checksums
 
 
 def expected(n: int) -> Tuple[int, int]:
@@ -83,35 +84,6 @@ class Lookup(AsyncFunction):
         return [(value, value * 2)]
 
 
-class _CountingWriter(SinkWriter):
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.count = 0
-        self.checksum = 0
-
-    def write(self, element):
-        self.write_batch([element])
-
-    def write_batch(self, elements):
-        self.count += len(elements)
-        self.checksum += sum(e[1] for e in elements)
-
-    def flush(self, end_of_input):
-        if end_of_input:
-            with open(self.path, "wb") as f:
-                pickle.dump((self.count, self.checksum), f)
-
-
-class CountingSink(Sink):
-    default_name = "Counting Sink"
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-
-    def create_writer(self, context):
-        return _CountingWriter(os.path.join(self.folder, f"{context.subtask_index}.pkl"))
-
-
 def run_flowray(n: int, latency_s: float, capacity: int, parallelism: int,
                 ordered: bool, checkpoint_ms: Optional[int] = None) -> dict:
     folder = tempfile.mkdtemp(prefix="flowray-bench-async-")
@@ -127,17 +99,12 @@ def run_flowray(n: int, latency_s: float, capacity: int, parallelism: int,
                                  WatermarkStrategy.no_watermarks(), "numbers")
         wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
         wait(source, Lookup(latency_s), Time.seconds(60), capacity).sink_to(
-            CountingSink(folder))
+            ChecksumSink(folder))
         t0 = time.perf_counter()
         result = env.execute(f"bench-async-{'ordered' if ordered else 'unordered'}")
         wall = time.perf_counter() - t0
         running = max(m["duration_ms"] for m in result.task_metrics) / 1000.0
-        count = checksum = 0
-        for name in os.listdir(folder):
-            with open(os.path.join(folder, name), "rb") as f:
-                c, s = pickle.load(f)
-            count += c
-            checksum += s
+        count, checksum = read_checksums(folder)
         return {"wall_s": wall, "running_s": running, "count": count, "checksum": checksum,
                 "n": n}
     finally:

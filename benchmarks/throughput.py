@@ -77,16 +77,23 @@ class _ChecksumWriter(SinkWriter):
                 pickle.dump((self.count, self.checksum), f)
 
 
-class ChecksumSink(Sink):
-    """Counts records and sums their running sums; writes both to a file at the end."""
+class _PerSubtaskFileSink(Sink):
+    """A sink whose writers (``writer``) each write one file into ``folder`` at the end."""
 
-    default_name = "Checksum Sink"
+    writer: type = SinkWriter
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
 
     def create_writer(self, context):
-        return _ChecksumWriter(os.path.join(self.folder, f"{context.subtask_index}.pkl"))
+        return self.writer(os.path.join(self.folder, f"{context.subtask_index}.pkl"))
+
+
+class ChecksumSink(_PerSubtaskFileSink):
+    """Counts records and sums their second fields; writes both to a file at the end."""
+
+    default_name = "Checksum Sink"
+    writer = _ChecksumWriter
 
 
 def read_checksums(folder: str):
@@ -119,16 +126,11 @@ class _CountingWriter(SinkWriter):
                 pickle.dump((self.count, self.last), f)
 
 
-class CountingSink(Sink):
+class CountingSink(_PerSubtaskFileSink):
     """Counts records and keeps each key's latest sum; writes them to a file at the end."""
 
     default_name = "Counting Sink"
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-
-    def create_writer(self, context):
-        return _CountingWriter(os.path.join(self.folder, f"{context.subtask_index}.pkl"))
+    writer = _CountingWriter
 
 
 def read_counts(folder: str):

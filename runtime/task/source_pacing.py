@@ -4,8 +4,9 @@ A source that is not at its top rate (records trickle in: a paced generator, a t
 read at its head) gives a few records at each poll, and its task polls again at once: the
 task keeps a core busy moving batches of a handful of records while the tasks downstream
 wait for that core, and records queue up in front of them. After a poll that gave under a
-sixteenth of what it asked for, the task waits briefly (1 ms, or until its mailbox has
-work: a checkpoint trigger does not wait), and the next poll takes what arrived meanwhile.
+sixteenth of what it asked for, the task waits briefly (half its buffer timeout, 1-2 ms,
+or until its mailbox has work: a checkpoint trigger does not wait), and the next poll
+takes what arrived meanwhile.
 
 A source whose polls give few records however long it waits (one record a poll by
 design) would only be slowed: when the poll after a wait gave under twice the thin poll
@@ -43,6 +44,19 @@ class ThinPollPacer:
         self.retry_polls = retry_polls
         self._waited_after = 0    # records of the thin poll the last wait followed (0: none)
         self._off_for = 0         # polls left without waits
+
+    @classmethod
+    def for_buffer_timeout(cls, timeout_ms: int) -> "ThinPollPacer":
+        """The pacer of a source task whose outputs flush after ``timeout_ms`` (the
+        smallest of them; ``-1``: only when full): it waits half of that, 1 ms at least
+        (at ``0`` too: the core it frees is worth more than the millisecond) and 2 ms at
+        most, so that records wait no longer than the buffer timeout lets them anyway.
+
+        >>> [ThinPollPacer.for_buffer_timeout(t).wait_s for t in (0, 2, 3, 5, 100, -1)]
+        [0.001, 0.001, 0.0015, 0.002, 0.002, 0.002]
+        """
+        wait_ms = 2.0 if timeout_ms < 0 else min(2.0, max(1.0, timeout_ms / 2))
+        return cls(wait_s=wait_ms / 1000.0)
 
     def after_poll(self, records: int, asked: int) -> float:
         """Seconds to wait after a poll that gave ``records`` of the ``asked`` (0: poll

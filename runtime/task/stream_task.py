@@ -631,7 +631,9 @@ class StreamTask:
         self._loop_turn_ms = self.clock.monotonic_ms()
         writers = list(self.record_writers.values()) if self.debloating else []
         unaligned = self.unaligned_channels
-        pacer = ThinPollPacer()
+        pacer = ThinPollPacer.for_buffer_timeout(min(
+            (rw.buffer_timeout_ms for rw in self.record_writers.values()
+             if rw.buffer_timeout_ms >= 0), default=-1))
         while not self.finished_on_restore and self._stop_mode == END_OF_INPUT:
             self._check_cancel()
             if unaligned is not None and not unaligned.outputs_available():
