@@ -74,11 +74,14 @@ window_at(PyObject *windows, PyObject *window, long long s)
     return w;
 }
 
+/* how combine folds a record into contents that are not None (fold_aligned's `how`) */
+enum { CONTENTS_FIRST = 0, RECORD_FIRST = 1, APPEND = 2 };
+
 /* fold record r into pane w of `panes` (a key's dict of panes); -1 on an error. A pane
  * created is appended to `created` as (k, kg, w). */
 static int
 fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
-          PyObject *fold, PyObject *combine, PyObject *created)
+          PyObject *fold, PyObject *combine, int how, PyObject *created)
 {
     PyObject *cur = PyDict_GetItemWithError(panes, w);
     PyObject *value;
@@ -95,11 +98,21 @@ fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
         PyObject *args[2] = {Py_None, r};
         value = PyObject_Vectorcall(fold, args, 2, NULL);
     }
+    else if (how == APPEND && PyList_CheckExact(cur)) {
+        return PyList_Append(cur, r);   /* the contents stay the pane's */
+    }
     else {
         Py_INCREF(cur);
         PyObject *args[2] = {cur, r};
-        value = PyObject_Vectorcall(combine != Py_None && cur != Py_None ? combine : fold,
-                                    args, 2, NULL);
+        PyObject *callee = fold;
+        if (cur != Py_None && combine != Py_None) {
+            callee = combine;
+            if (how == RECORD_FIRST) {
+                args[0] = r;
+                args[1] = cur;
+            }
+        }
+        value = PyObject_Vectorcall(callee, args, 2, NULL);
         Py_DECREF(cur);
     }
     if (value == NULL) {
@@ -112,23 +125,36 @@ fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
 
 PyDoc_STRVAR(fold_aligned_doc,
 "fold_aligned(maps, records, keys, key_groups, timestamps, size, slide, offset,\n"
-"             windows, window, fold, combine) -> list of (key, key group, window), or None\n\n"
+"             windows, window, fold, combine, how) -> list of (key, key group, window),\n"
+"             or None\n\n"
 "AlignedPanes._fold_tumbling (size == slide) or _fold_sliding: fold each record into its\n"
 "windows' panes in maps[key group][key] (a dict of window -> contents), latest window\n"
-"first, with fold(None, r) for a new pane, combine(contents, r) when combine is not None\n"
-"and the contents are not None, fold(contents, r) otherwise; windows[start] (or\n"
+"first, with fold(None, r) for a new pane; for contents that are not None, by how:\n"
+"0: combine(contents, r) (a reduce function), 1: combine(r, contents) (an aggregate\n"
+"function's add), each when combine is not None; 2: contents.append(r) when the contents\n"
+"are a list (the pane keeps them); fold(contents, r) otherwise. Each must equal\n"
+"fold(contents, r), which the twins call. windows[start] (or\n"
 "window(start)) is the window of a start. Gives the panes created, in order; None, and\n"
 "nothing done, when a timestamp is not an int within 2**61 (the twin does it).");
 
 static PyObject *
 fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_Format(PyExc_TypeError, "fold_aligned() takes 12 arguments (%zd given)", nargs);
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "fold_aligned() takes 13 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *maps = args[0], *windows = args[8], *window = args[9];
     PyObject *fold = args[10], *combine = args[11];
+    long how_l = PyLong_AsLong(args[12]);
+    if (how_l == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (how_l < CONTENTS_FIRST || how_l > APPEND) {
+        PyErr_Format(PyExc_ValueError, "fold_aligned(): how must be 0, 1 or 2, not %ld", how_l);
+        return NULL;
+    }
+    int how = (int)how_l;
     long long size, slide, offset;
     if (!PyList_Check(maps) || !PyDict_Check(windows)) {
         PyErr_SetString(PyExc_TypeError, "fold_aligned(): maps must be a list, windows a dict");
@@ -226,7 +252,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 continue;
             }
             Py_INCREF(panes);
-            int err = fold_pane(panes, w, r, k, kg, fold, combine, created);
+            int err = fold_pane(panes, w, r, k, kg, fold, combine, how, created);
             Py_DECREF(panes);
             if (err < 0) {
                 goto fail;
@@ -245,7 +271,8 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         for (long long s = first; s > ts[i] - size; s -= slide) {
             PyObject *sw = window_at(windows, window, s);
-            int err = sw == NULL ? -1 : fold_pane(panes, sw, r, k, kg, fold, combine, created);
+            int err = sw == NULL ? -1
+                      : fold_pane(panes, sw, r, k, kg, fold, combine, how, created);
             Py_XDECREF(sw);
             if (err < 0) {
                 Py_DECREF(panes);

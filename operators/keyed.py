@@ -480,14 +480,21 @@ class KeyedReduceOperator(OneInputOperator):
         write batch. A ``None`` result clears the key, as ``ValueState.update(None)``."""
         acc, key_of, reduce = self._accessor, self._key_of, self._reduce
         try:
-            keys = [key_of(r) for r in records]
+            if key_groups is not None:  # every key cached: folded in the cache at once
+                keys, out = acc.fold_cached(records, key_groups, key_of, reduce)
+                if out is not None:
+                    if not self.ctx.batch_execution:
+                        self.output.emit(out, timestamps)
+                    return
+            else:
+                keys = [key_of(r) for r in records]
         except Exception as e:
             raise self.user_error(e) from e
         if key_groups is None:
             assign = self._assign
             key_groups = [assign(k) for k in keys]
         keys, current = acc.load(keys, key_groups)  # checks the key groups against the range
-        out: List[Any] = []
+        out = []
         append = out.append
         try:
             for r, k in zip(records, keys):

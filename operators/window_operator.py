@@ -14,7 +14,7 @@ A pane's contents are, by the kind of window function: the running reduction
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import (
@@ -38,7 +38,12 @@ from flowray.operators.base import (
 )
 from flowray.operators.output_tag import OutputTag, ResultCollector
 from flowray.operators.timers import InternalTimerService
-from flowray.operators.windowing.aligned_panes import AlignedPanes
+from flowray.operators.windowing.aligned_panes import (
+    APPEND,
+    CONTENTS_FIRST,
+    RECORD_FIRST,
+    AlignedPanes,
+)
 from flowray.operators.windowing.assigners import (
     MergingWindowAssigner,
     WindowAssigner,
@@ -95,6 +100,15 @@ class PaneContents:
     def reduce_function(self) -> Optional[Callable[[Any, Any], Any]]:
         """The user's reduce function, resolved (``reduce`` panes, after :meth:`open`)."""
         return self._reduce if self.kind == "reduce" else None
+
+    def native_combine(self) -> Tuple[int, Any]:
+        """``add`` for contents that are not ``None``, as the C half of the aligned windows'
+        fold takes it (``AlignedPanes``' ``native_combine``; after :meth:`open`)."""
+        if self.kind == "reduce":
+            return CONTENTS_FIRST, self._reduce
+        if self.kind == "aggregate":
+            return RECORD_FIRST, self.function.add
+        return APPEND, None
 
     def merge(self, a: Any, b: Any) -> Any:
         if a is None:
@@ -256,7 +270,8 @@ class WindowOperator(OneInputOperator):
         self._add_to_pane = self._pane_adder()
         # aligned event-time windows under their default trigger fold a batch at a time
         self._aligned = (AlignedPanes(self.assigner, self.contents.add,
-                                      self.contents.reduce_function())
+                                      self.contents.reduce_function(),
+                                      self.contents.native_combine())
                          if not self._merging and AlignedPanes.applies(self.assigner,
                                                                        self.trigger)
                          else None)

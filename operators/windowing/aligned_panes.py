@@ -30,7 +30,15 @@ from flowray.operators.windowing.assigners import (
 from flowray.operators.windowing.triggers import EventTimeTrigger, Trigger
 from flowray.operators.windowing.windows import TimeWindow
 
-__all__ = ["AlignedPanes"]
+__all__ = ["AlignedPanes", "CONTENTS_FIRST", "RECORD_FIRST", "APPEND"]
+
+#: how the C half folds a record into contents that are not None (``native_combine``):
+#: ``combine(contents, record)`` (a reduce function)
+CONTENTS_FIRST = 0
+#: ``combine(record, contents)`` (an aggregate function's ``add``)
+RECORD_FIRST = 1
+#: ``contents.append(record)`` (list contents: a process window function's)
+APPEND = 2
 
 #: folds one record into a pane's contents (``None``: a new pane)
 Fold = Callable[[Any, Any], Any]
@@ -53,7 +61,7 @@ class AlignedPanes:
     or behind the watermark may need to fire or be late: that is the per-record path's).
     """
 
-    __slots__ = ("size", "slide", "offset", "fold", "combine", "_windows")
+    __slots__ = ("size", "slide", "offset", "fold", "combine", "native_combine", "_windows")
 
     @staticmethod
     def applies(assigner: WindowAssigner, trigger: Trigger) -> bool:
@@ -62,9 +70,13 @@ class AlignedPanes:
                 and type(assigner) in (TumblingEventTimeWindows, SlidingEventTimeWindows))
 
     def __init__(self, assigner: WindowAssigner, fold: Fold,
-                 combine: Optional[Callable[[Any, Any], Any]] = None) -> None:
+                 combine: Optional[Callable[[Any, Any], Any]] = None,
+                 native_combine: Optional[Tuple[int, Any]] = None) -> None:
         """``combine(contents, record)``, if given, is ``fold`` for contents that are not
-        ``None`` (a reduce function: one call per record instead of two)."""
+        ``None`` (a reduce function: one call per record instead of two).
+        ``native_combine``: ``(how, function)``, the same for the C half (``fold_aligned``'s
+        ``how``: :data:`CONTENTS_FIRST`, :data:`RECORD_FIRST` for an aggregate function's
+        ``add``, :data:`APPEND` for list contents); by default ``combine``'s."""
         if type(assigner) is TumblingEventTimeWindows:
             self.size = self.slide = assigner._size
         elif type(assigner) is SlidingEventTimeWindows:
@@ -74,6 +86,8 @@ class AlignedPanes:
         self.offset = assigner._offset
         self.fold = fold
         self.combine = combine
+        self.native_combine = (native_combine if native_combine is not None
+                               else (CONTENTS_FIRST, combine))
         self._windows: Dict[int, TimeWindow] = {}
 
     def window(self, start: int) -> TimeWindow:
@@ -125,9 +139,10 @@ class AlignedPanes:
         by_group = table.maps if first_key_group == 0 else \
             [None] * first_key_group + table.maps
         if _windows is not None:   # the twins below, in C
+            how, combine = self.native_combine
             new = _windows.fold_aligned(by_group, records, keys, key_groups, timestamps,
                                         self.size, self.slide, self.offset, self._windows,
-                                        self.window, self.fold, self.combine)
+                                        self.window, self.fold, combine, how)
             if new is not None:    # None: timestamps out of its reach, nothing done
                 return new
         fold = self._fold_tumbling if self.size == self.slide else self._fold_sliding

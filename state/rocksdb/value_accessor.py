@@ -23,10 +23,11 @@ docs/state.md, "RocksDB batching").
 from __future__ import annotations
 
 from itertools import chain, repeat
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from rocksdict import Rdict, WriteBatch
 
+from flowray.common.native import native
 from flowray.common.sentinels import MISSING
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import StateAccessError
@@ -39,6 +40,7 @@ from flowray.state.value_codec import (
     decode_values,
     encode_value,
     encode_values,
+    is_plain_value,
 )
 
 if TYPE_CHECKING:
@@ -80,6 +82,39 @@ class _Stored:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+
+def _fold_cached_py(records: List[Any], key_groups: List[int], start: int, end: int,
+                    key_of: Callable[[Any], Any], reduce: Callable[[Any, Any], Any],
+                    cache: Dict[Any, Any], dirty: Set[Any], absent: Any, stored_type: type
+                    ) -> Tuple[List[Any], Optional[List[Any]], bool]:
+    """The pure-Python twin of ``_value_cache.fold_cached`` (whose docstring is the
+    contract): ``(keys, values, plain)``, ``values`` None when the batch does not fold in
+    the cache (a key not cached, or cached as stored bytes; a key not of a plain type; a
+    key group outside ``[start, end]``), and then nothing changed."""
+    keys = [key_of(r) for r, _ in zip(records, key_groups)]
+    plain_keys, missing = PLAIN_KEY_TYPES, _MISSING
+    for k, kg in zip(keys, key_groups):
+        if (type(kg) is not int or not start <= kg <= end or type(k) not in plain_keys
+                or type(cache.get(k, missing)) in (_Missing, stored_type)):
+            return keys, None, True
+    out: List[Any] = []
+    append, add = out.append, dirty.add
+    plain = True
+    for r, k in zip(records, keys):
+        cur = cache[k]
+        value = r if cur is absent else reduce(cur, r)
+        if plain and not is_plain_value(value):
+            plain = False
+        cache[k] = absent if value is None else value
+        add(k)
+        append(value)
+    return keys, out, plain
+
+
+#: the C half of fold_cached (state/_value_cache.c), or None: its twin above
+_value_cache: Any = native("flowray.state._value_cache")
+_fold_cached = _value_cache.fold_cached if _value_cache is not None else _fold_cached_py
 
 
 def _cached(value: Any) -> Any:
@@ -195,6 +230,29 @@ class RocksDBValueAccessor:
             self._dirty.discard(key)
 
     # -- per batch ---------------------------------------------------------------------
+    def fold_cached(self, records: List[Any], key_groups: List[int],
+                    key_of: Callable[[Any], Any], reduce: Callable[[Any, Any], Any]
+                    ) -> Tuple[List[Any], Optional[List[Any]]]:
+        """``(keys, values)``: fold a batch straight into the cache when every key of it is
+        cached (as a value or as known to have none) and of a plain key type, and every
+        key group in the range; ``keys`` are ``key_of`` of each record, ``values`` the new
+        value of each (``None`` clears the key), or ``None`` when the batch did not fold
+        and nothing changed (then :meth:`load` the keys, fold and :meth:`store`). The same
+        effects as :meth:`load`, the fold and :meth:`store`: the writes are left in the
+        cache, a mutable value kept as its stored bytes. An error raised by ``reduce`` ends
+        the fold with it, the records before it folded."""
+        self._uncached = {}
+        self._loaded = None
+        cache = self._cache
+        keys, out, plain = _fold_cached(records, key_groups, self._start, self._end, key_of,
+                                        reduce, cache, self._dirty, _ABSENT, _Stored)
+        if not plain:
+            for k in dict.fromkeys(keys):
+                entry = cache[k]
+                if entry is not _ABSENT and not _is_immutable(entry):
+                    cache[k] = _Stored(encode_value(entry))
+        return keys, out
+
     def load(self, keys: List[Any], key_groups: List[int]
              ) -> Tuple[List[Any], Dict[Any, Any]]:
         """``(keys as kept, values)``: ``keys`` each as :func:`canonical_key` gives it (the

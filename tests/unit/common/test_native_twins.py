@@ -158,7 +158,7 @@ def test_field_sum_pickles_as_the_call_that_builds_it():
 
 def test_the_suites_pass_with_the_pure_python_twins_alone():
     """The tests of what has a C half (rows, type conversions, the keyed sum and fold, key
-    groups; and this file's) in a process where FLOWRAY_PURE_PYTHON=1 leaves every C half
+    groups, windows' folds, the RocksDB cache's fold; and this file's) in a process where FLOWRAY_PURE_PYTHON=1 leaves every C half
     unused."""
     env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
     check = ("from flowray.common import types; from flowray.operators import keyed; "
@@ -166,6 +166,8 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
              "from flowray.operators.windowing import aligned_panes; "
              "assert not types.C_ROWS and keyed._keyed is None and not key_groups._NATIVE; "
              "assert aligned_panes._windows is None; "
+             "from flowray.state.rocksdb import value_accessor; "
+             "assert value_accessor._value_cache is None; "
              "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
     tests = ["tests/unit/common/test_row.py", "tests/unit/common/test_type_conversion.py",
@@ -174,7 +176,9 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
              "tests/unit/operators/test_typed_output.py", "tests/unit/state/test_key_groups.py",
              "tests/unit/state/test_key_group_batch.py", "tests/unit/state/test_heap_cow.py",
              "tests/unit/state/test_heap_cow_operators.py",
-             "tests/unit/operators/test_window_operator.py", "tests/unit/operators/windowing"]
+             "tests/unit/operators/test_window_operator.py", "tests/unit/operators/windowing",
+             "tests/unit/state/test_rocksdb_batching.py",
+             "tests/unit/state/test_rocksdb_value_accessor.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-k", "not pure_python_twins_alone", *tests],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -336,11 +340,13 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
     """fold_aligned against _fold_tumbling / _fold_sliding: the same panes created, in the
     same order, and the same dicts after, for tumbling and sliding windows (offsets,
     slides that do not divide the size, negative timestamps), with and without a combine
-    function, contents that are None, a fold that fails mid-batch, keys that already have
-    panes, and key groups that start past 0."""
+    function (contents first, record first as an aggregate function's add, or appending to
+    list contents, and what is not a list left to the fold), contents that are None, a fold
+    that fails mid-batch, keys that already have panes, and key groups that start past 0."""
     import copy
     import random
 
+    from flowray.operators.windowing import aligned_panes as aligned
     from flowray.operators.windowing.aligned_panes import AlignedPanes
     from flowray.operators.windowing.assigners import (
         SlidingEventTimeWindows,
@@ -361,13 +367,31 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
 
     def combine(acc, r):
         return acc + r[1]
+
+    def record_first(r, acc):   # an aggregate function's add(value, accumulator)
+        return add(acc, r)
+
+    def record_first_none_at_7(r, acc):
+        return none_at_7(acc, r)
+
+    def record_first_fails_at_13(r, acc):
+        return fails_at_13(acc, r)
+
+    def listed(acc, r):   # a process window function's contents (a tuple once in a while)
+        if acc is None:
+            return (r,) if r[1] == 5 else [r]
+        return acc + (r,) if type(acc) is tuple else acc + [r]
     assigners = [TumblingEventTimeWindows.of(10), TumblingEventTimeWindows.of(10, 3),
                  TumblingEventTimeWindows.of(7), SlidingEventTimeWindows.of(10, 5),
                  SlidingEventTimeWindows.of(10, 3), SlidingEventTimeWindows.of(9, 3, 2)]
     for assigner in assigners:
-        for fold, comb in ((add, combine), (add, None), (none_at_7, combine),
-                           (fails_at_13, None)):
-            panes = AlignedPanes(assigner, fold, comb)
+        for fold, comb, native_combine in (
+                (add, combine, None), (add, None, None), (none_at_7, combine, None),
+                (fails_at_13, None, None), (add, None, (aligned.RECORD_FIRST, record_first)),
+                (none_at_7, None, (aligned.RECORD_FIRST, record_first_none_at_7)),
+                (fails_at_13, None, (aligned.RECORD_FIRST, record_first_fails_at_13)),
+                (listed, None, (aligned.APPEND, None))):
+            panes = AlignedPanes(assigner, fold, comb, native_combine)
             twin = panes._fold_tumbling if panes.size == panes.slide else panes._fold_sliding
             for first in (0, 2):
                 n = 200
@@ -379,9 +403,10 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
                 by_group = [None] * first + maps
                 c_maps = copy.deepcopy(by_group)
                 py_maps = copy.deepcopy(by_group)
+                how, native = panes.native_combine
                 c = _outcome(_windows.fold_aligned, c_maps, records, keys, kgs, timestamps,
                              panes.size, panes.slide, panes.offset, panes._windows,
-                             panes.window, panes.fold, panes.combine)
+                             panes.window, panes.fold, native, how)
                 py = _outcome(twin, py_maps, records, keys, kgs, timestamps)
                 assert c == py, (assigner, fold)
                 assert repr(c_maps) == repr(py_maps), (assigner, fold)
@@ -390,8 +415,11 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
     maps = [{}]
     for stamps in ([1.5], [2 ** 62], [True]):
         assert _windows.fold_aligned(maps, [("a", 1)], ["a"], [0], stamps, 10, 10, 0,
-                                     panes._windows, panes.window, add, combine) is None
+                                     panes._windows, panes.window, add, combine, 0) is None
     assert maps == [{}]
+    with pytest.raises(ValueError, match="how"):
+        _windows.fold_aligned(maps, [], [], [], [], 10, 10, 0, panes._windows, panes.window,
+                              add, combine, 3)
 
 
 @needs_c
@@ -448,3 +476,67 @@ def _free_list_round_trips():
 
 def _rowtype_make(cls, values):
     return _records.make(cls, values)
+
+
+_value_cache = native("flowray.state._value_cache")
+
+
+@pytest.mark.skipif(_value_cache is None, reason="the C halves are not built here")
+def test_the_cached_fold_in_c_is_its_python_twin():
+    """Both folds over the same batches into copies of the same cache: the same keys,
+    values and plainness, the same cache and dirty set after, the same error at the same
+    record; and a batch that cannot fold in the cache changes nothing in either."""
+    import copy
+
+    from flowray.operators import keyed
+    from flowray.state.rocksdb import value_accessor as va
+
+    def first(r):
+        return r[0]
+
+    def failing_reduce(a, b):
+        if b[1] == 13:
+            raise ValueError("13")
+        return (a[0], a[1] + b[1])
+
+    def failing_key(r):
+        if r[1] == 5:
+            raise KeyError("5")
+        return r[0]
+    total = keyed.field_aggregator("sum", 1)
+    cached = ["a", "b", 1, b"x", True, None, -7]
+    records = [(k, i) for i, k in enumerate(cached * 3)]
+    kgs = [i % 3 for i in range(len(records))]
+    cases = [
+        (records, kgs, first, total),
+        (records, [g + 5 for g in kgs], first, total),          # out of [0, 2]
+        (records, [True] * len(records), first, total),         # a bool is not a group
+        (records + [("new", 1)], kgs + [0], first, total),      # a key not cached
+        (records + [("held", 1)], kgs + [0], first, total),     # cached as stored bytes
+        (records + [(1.5, 1)], kgs + [0], first, total),        # not a plain key type
+        (records + [((1, 2), 1)], kgs + [0], first, total),
+        (records, kgs, first, failing_reduce),
+        (records, kgs, failing_key, total),
+        (records, kgs, lambda r: [r[0]], total),                # unhashable
+        (records, kgs, first, lambda a, b: None),               # clears
+        (records, kgs, first, lambda a, b: [a, b]),             # not plain: a list
+        (records, kgs, first, lambda a, b: (a[0], [b[1]])),     # a tuple holding a list
+        (records, kgs, first, lambda a, b: (a[0], 2.5, None, b"y", "s", False)),
+        (records[:5], kgs, first, total),                       # zip's length
+        ([], [], first, total),
+    ]
+    for recs, groups, key_of, reduce in cases:
+        cache = {k: va._ABSENT for k in cached}
+        cache["a"] = ("a", 100)
+        cache["held"] = va._Stored(b"\x01")
+        c_cache, py_cache = copy.copy(cache), copy.copy(cache)
+        c_dirty, py_dirty = {"z"}, {"z"}
+        c = _outcome(_value_cache.fold_cached, recs, groups, 0, 2, key_of, reduce, c_cache,
+                     c_dirty, va._ABSENT, va._Stored)
+        py = _outcome(va._fold_cached_py, recs, groups, 0, 2, key_of, reduce, py_cache,
+                      py_dirty, va._ABSENT, va._Stored)
+        assert c == py, (groups[:1], key_of, reduce)
+        assert c_cache == py_cache and c_dirty == py_dirty, (key_of, reduce)
+        if c[0] is tuple and c[1][1] is None:  # did not fold: nothing changed
+            assert c_cache == cache and c_dirty == {"z"}
+    assert va._fold_cached is _value_cache.fold_cached

@@ -14,7 +14,7 @@ from flowray.state.keyed_backend import StateAccessError
 from flowray.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flowray.state.key_types import CANONICAL_NAN, UnsupportedKeyError
 from flowray.state.rocksdb.layout import encode_key
-from flowray.state.rocksdb.value_accessor import _ABSENT, _Stored
+from flowray.state.rocksdb.value_accessor import _ABSENT, _Absent, _Stored
 from flowray.state.value_codec import encode_value
 from tests.support.operator_harness import FULL, MAXP, UPPER, keys_in
 
@@ -222,3 +222,76 @@ def test_random_batches_match_a_dict(make, cache, seed):
     for k, v in model.items():
         key = float("nan") if k == "nan" else k
         assert acc.get(key, b.assign_key_group(key)) == v
+
+
+def _fold_batch(acc, b, records, reduce):
+    """One batch through the accessor as KeyedReduceOperator does: folded in the cache when
+    it can, else loaded, folded and stored; the new values."""
+    groups = _groups(b, [r[0] for r in records])
+    keys, out = acc.fold_cached(records, groups, lambda r: r[0], reduce)
+    if out is not None:
+        return out, True
+    keys, current = acc.load(keys, groups)
+    out = []
+    for r, k in zip(records, keys):
+        cur = current[k]
+        current[k] = r = r if cur is None else reduce(cur, r)
+        out.append(r)
+    acc.store(current)
+    return out, False
+
+
+@pytest.mark.parametrize("cache", [0, 4, 1 << 16])
+@pytest.mark.parametrize("seed", range(3))
+def test_folds_in_the_cache_match_a_dict(make, cache, seed):
+    """Random batches folded by fold_cached where every key is cached and by load / store
+    where not (new keys, a full cache, keys no plain key type), with results that are
+    scalars, tuples, lists and None (clears), against a plain dict; flushes, snapshots'
+    releases and per-record writes in between. Reads of a mutable value folded in the
+    cache are copies, and RocksDB ends holding what the dict holds."""
+    import random
+
+    rng = random.Random(seed)
+    b = make(value_cache_entries=cache)
+    acc = b.value_accessor(NAME)
+    pool = [f"k{i}" for i in range(12)] + [3, b"b", 2.5]
+
+    def reduce(a, r):
+        kind = r[1] % 5
+        if kind == 0:
+            return None
+        if kind == 1:
+            return [r[0], r[1]]  # mutable: cached as bytes
+        return (r[0], r[1] + (a[1] if isinstance(a[1], int) else 0))
+    model, folded = {}, 0
+    for step in range(80):
+        keys = pool[:3] if step % 2 else pool  # a few hot keys: they stay cached
+        records = [(rng.choice(keys), rng.randrange(100)) for _ in range(rng.randint(1, 12))]
+        expected = []
+        for k, v in records:
+            cur = model.get(k)
+            new = (k, v) if cur is None else reduce(cur, (k, v))
+            expected.append(new)
+            if new is None:
+                model.pop(k, None)
+            else:
+                model[k] = new
+        out, in_cache = _fold_batch(acc, b, records, reduce)
+        folded += in_cache
+        assert out == expected
+        for k, v in model.items():
+            if type(v) is list:
+                assert type(acc._cache.get(k, _ABSENT)) in (_Stored, _Absent)
+        if step % 9 == 4:
+            acc.flush(release_if_full=True)
+        if step % 13 == 6:
+            k = rng.choice(pool[:12])
+            acc.put(k, b.assign_key_group(k), (k, 1000 + step))
+            model[k] = (k, 1000 + step)
+        if step % 17 == 8:  # a read of a mutable value is a copy
+            for k, v in model.items():
+                if type(v) is list:
+                    acc.get(k, b.assign_key_group(k)).append("x")
+    assert folded > 0 if cache else folded == 0
+    assert sorted(map(encode_key, b.get_keys(NAME))) == sorted(map(encode_key, model))
+    assert _values(b, list(model)) == model  # after get_keys' flush
