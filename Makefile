@@ -100,8 +100,17 @@ lint: $(STAMP)
 install-check: $(STAMP)
 	$(PY) tools/install_check/check.py
 
-test: java-check lint install-check postgres chromium redis $(STAMP) $(KAFKA_STAMP)
-	$(PY) -m pytest -q --durations=20 tests
+# the install check's pip install (mostly downloads) runs beside the tests, its job after
+# them (not two Rays at once); the target fails if either fails
+test: java-check lint postgres chromium redis $(STAMP) $(KAFKA_STAMP)
+	@mkdir -p .cache
+	@$(PY) tools/install_check/check.py --phase install > .cache/install-check.log 2>&1 & \
+	check=$$!; \
+	$(PY) -m pytest -q --durations=20 tests; tests=$$?; \
+	wait $$check; installed=$$?; cat .cache/install-check.log; \
+	if [ $$installed -eq 0 ]; then $(PY) tools/install_check/check.py --phase job; \
+	  installed=$$?; else echo "install check: the install failed (above)"; fi; \
+	[ $$tests -eq 0 ] && [ $$installed -eq 0 ]
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
