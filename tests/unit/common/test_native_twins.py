@@ -254,6 +254,18 @@ def test_field_checks_pass_fitting_records_through_as_they_are():
     assert all(a is r for a, r in zip(again, rows)) and rows[0].k == "a"
 
 
+def first(r):
+    """The key of a ``(key, value)`` record."""
+    return r[0]
+
+
+def failing_reduce(a, b):
+    """A running sum of ``(key, value)`` records that fails at the value 13."""
+    if b[1] == 13:
+        raise ValueError("13")
+    return (a[0], a[1] + b[1])
+
+
 @needs_c
 def test_the_keyed_fold_in_c_is_its_python_twin():
     """Both folds over the same batches into copies of the same dicts: the same outputs,
@@ -265,13 +277,6 @@ def test_the_keyed_fold_in_c_is_its_python_twin():
     from flowray.operators import keyed
     from flowray.state.key_types import canonical_key
 
-    def first(r):
-        return r[0]
-
-    def failing_reduce(a, b):
-        if b[1] == 13:
-            raise ValueError("13")
-        return (a[0], a[1] + b[1])
     keys = ["a", "b", 1, 2, b"x", True, None, 1.5, math.nan, float("nan"), ("t", 1),
             ("t", math.nan), -7]
     records = [(k, i) for i, k in enumerate(keys * 3)]
@@ -491,13 +496,6 @@ def test_the_cached_fold_in_c_is_its_python_twin():
     from flowray.operators import keyed
     from flowray.state.rocksdb import value_accessor as va
 
-    def first(r):
-        return r[0]
-
-    def failing_reduce(a, b):
-        if b[1] == 13:
-            raise ValueError("13")
-        return (a[0], a[1] + b[1])
 
     def failing_key(r):
         if r[1] == 5:
