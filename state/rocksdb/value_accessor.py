@@ -40,7 +40,6 @@ from flowray.state.value_codec import (
     decode_values,
     encode_value,
     encode_values,
-    is_plain_value,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ def _fold_cached_py(records: List[Any], key_groups: List[int], start: int, end: 
     for r, k in zip(records, keys):
         cur = cache[k]
         value = r if cur is absent else reduce(cur, r)
-        if plain and not is_plain_value(value):
+        if plain and not _is_immutable(value):
             plain = False
         cache[k] = absent if value is None else value
         add(k)
