@@ -19,6 +19,7 @@ from flowray.common.options import (
     CHANNEL_CREDITS,
     CHANNEL_SAME_NODE,
     DEPLOY_TIMEOUT,
+    TASK_GC_THRESHOLD,
 )
 from flowray.common.configuration import Configuration
 from flowray.runtime.graph.execution_graph import SubtaskId, TaskDeploymentDescriptor
@@ -29,6 +30,7 @@ from flowray.runtime.messages import TaskResult
 from flowray.runtime.execution.executor import driver_channel_id
 from flowray.runtime.execution.task_stdout import TASK_STDOUT, TaskStdout
 from flowray.runtime.task.subtask_checkpoints import CheckpointResponder
+from flowray.runtime.task.collector_tuning import CollectorTuning
 from flowray.runtime.network.in_process import InProcessChannel, InProcessGate
 from flowray.runtime.network.frame_codec import frame_sequence_number
 from flowray.common.options import CHANNEL_TRANSPORT, METRICS_ENABLED, METRICS_REPORT_INTERVAL
@@ -358,7 +360,8 @@ class TaskActor:
             task.cancel()
         stdout = self._task_stdout(env, driver_addresses)
         try:
-            return task.run()
+            with CollectorTuning(config.get(TASK_GC_THRESHOLD)):
+                return task.run()
         finally:
             if exporter is not None:
                 exporter.close()

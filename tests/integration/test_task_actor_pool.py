@@ -111,3 +111,24 @@ def test_a_call_for_a_former_task_does_not_reach_the_next_one(ray_session):
             ray.get(actor.cancel.remote(epoch=epoch - 1))   # the former task's epoch
     second = _run_and_pids("pool-epoch-b")   # raises if a task of it was cancelled
     assert set(first) & set(second)
+
+
+def _collector_seen(name, threshold):
+    """(pid, young threshold, objects frozen) in each map subtask's process, per record."""
+    def probe(_):
+        import gc
+        import os
+        return (os.getpid(), gc.get_threshold()[0], gc.get_freeze_count() > 0)
+
+    env = _env(**{"flowray.task.gc-threshold": threshold})
+    return set(env.from_collection(list(range(20))).rebalance().map(probe)
+               .execute_and_collect(name))
+
+
+def test_a_task_runs_with_the_collectors_threshold_and_its_actor_gets_it_back(ray_session):
+    tuned = _collector_seen("gc-tuned", 50_000)
+    assert {(t, f) for _, t, f in tuned} == {(50_000, True)}, tuned
+    # the same pooled processes, with the collector as Python has it: nothing was left over
+    plain = _collector_seen("gc-plain", 0)
+    assert {p for p, _, _ in tuned} & {p for p, _, _ in plain}, (tuned, plain)
+    assert {(t, f) for _, t, f in plain} == {(700, False)}, plain

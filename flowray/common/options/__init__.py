@@ -72,6 +72,7 @@ from flowray.common.options.job_master import (
 from flowray.common.options.memory import (
     ITERATION_SPILL_THRESHOLD,
     SINK_SPILL_THRESHOLD,
+    TASK_GC_THRESHOLD,
 )
 from flowray.common.options.metrics import (
     METRICS_ENABLED,
@@ -194,6 +195,7 @@ __all__ = [
     "ROCKSDB_VALUE_CACHE_ENTRIES",
     "SINK_SPILL_THRESHOLD",
     "ITERATION_SPILL_THRESHOLD",
+    "TASK_GC_THRESHOLD",
     "RESTART_STRATEGY_TYPE",
     "FIXED_DELAY_ATTEMPTS",
     "FIXED_DELAY_DELAY",
