@@ -50,8 +50,8 @@ PyDoc_STRVAR(fold_cached_doc,
 "changes and values is None. The fold, record by record in order: the key's entry is\n"
 "absent (no value: the record is the value) or its value (the value becomes\n"
 "reduce(value, r)); cache[k] is set to it (to absent when it is None), k is added to the\n"
-"set dirty and the value is appended to values. plain: every value set is a plain value\n"
-"(value_codec.is_plain_value). An error raised by key_of ends the call with it and\n"
+"set dirty (unless dirty is None) and the value is appended to values. plain: every\n"
+"value set is a plain value (value_codec.is_plain_value). An error raised by key_of ends the call with it and\n"
 "changes nothing; one raised by reduce ends the fold with it, the records before it\n"
 "folded (as the Python loop it stands for does).");
 
@@ -73,8 +73,9 @@ fold_cached(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (end == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyDict_Check(cache) || !PySet_Check(dirty)) {
-        PyErr_SetString(PyExc_TypeError, "fold_cached(): cache must be a dict, dirty a set");
+    if (!PyDict_Check(cache) || !(dirty == Py_None || PySet_Check(dirty))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fold_cached(): cache must be a dict, dirty a set or None");
         return NULL;
     }
     PyObject *recs = PySequence_Fast(records, "fold_cached(): records must be a sequence");
@@ -165,7 +166,8 @@ fold_cached(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             plain = 0;
         }
         if (PyDict_SetItem(cache, k, value == Py_None ? absent : value) < 0
-                || PySet_Add(dirty, k) < 0 || PyList_Append(out, value) < 0) {
+                || (dirty != Py_None && PySet_Add(dirty, k) < 0)
+                || PyList_Append(out, value) < 0) {
             Py_DECREF(value);
             goto fail;
         }

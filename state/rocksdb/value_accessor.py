@@ -85,7 +85,8 @@ class _Stored:
 
 def _fold_cached_py(records: List[Any], key_groups: List[int], start: int, end: int,
                     key_of: Callable[[Any], Any], reduce: Callable[[Any, Any], Any],
-                    cache: Dict[Any, Any], dirty: Set[Any], absent: Any, stored_type: type
+                    cache: Dict[Any, Any], dirty: Optional[Set[Any]], absent: Any,
+                    stored_type: type
                     ) -> Tuple[List[Any], Optional[List[Any]], bool]:
     """The pure-Python twin of ``_value_cache.fold_cached`` (whose docstring is the
     contract): ``(keys, values, plain)``, ``values`` None when the batch does not fold in
@@ -98,7 +99,7 @@ def _fold_cached_py(records: List[Any], key_groups: List[int], start: int, end: 
                 or type(cache.get(k, missing)) in (_Missing, stored_type)):
             return keys, None, True
     out: List[Any] = []
-    append, add = out.append, dirty.add
+    append = out.append
     plain = True
     for r, k in zip(records, keys):
         cur = cache[k]
@@ -106,7 +107,8 @@ def _fold_cached_py(records: List[Any], key_groups: List[int], start: int, end: 
         if plain and not _is_immutable(value):
             plain = False
         cache[k] = absent if value is None else value
-        add(k)
+        if dirty is not None:
+            dirty.add(k)
         append(value)
     return keys, out, plain
 
@@ -163,7 +165,7 @@ class RocksDBValueAccessor:
     ``cache_entries=0``: no cache, every batch read and written at once."""
 
     __slots__ = ("_backend", "_cf", "_name", "_start", "_end", "_prefixes", "_str_heads",
-                 "_handle", "_handle_db", "cache_entries", "_cache", "_db_keys", "_dirty",
+                 "_handle", "_handle_db", "cache_entries", "_cache", "_db_keys", "_flushed",
                  "_uncached", "_loaded")
 
     def __init__(self, backend: "RocksDBKeyedStateBackend", cf: Rdict, name: str,
@@ -185,8 +187,12 @@ class RocksDBValueAccessor:
         self._cache: Dict[Any, Any] = {}
         #: key -> database key, for every key of the cache
         self._db_keys: Dict[Any, bytes] = {}
-        #: cached keys written (or cleared) since the last flush
-        self._dirty: Set[Any] = set()
+        #: key -> the cache entry RocksDB holds (as of the last flush, read or write
+        #: through), for every key of the cache: a key whose entry is not this very object
+        #: was written since, and its write is not in RocksDB yet. Entries are immutable
+        #: (values kept as they are are plain; others are _Stored), so the same object is
+        #: the same value, and a batch's fold marks nothing per record
+        self._flushed: Dict[Any, Any] = {}
         #: keys of the last load that did not fit in the cache -> their database keys
         self._uncached: Dict[Any, bytes] = {}
         #: the dict the last load returned
@@ -225,8 +231,7 @@ class RocksDBValueAccessor:
     def _replace_cached(self, key: Any, value: Any, entry_of: Any) -> None:
         """After a write through: the cache of ``key`` (if cached) holds what RocksDB does."""
         if key in self._cache:
-            self._cache[key] = entry_of(value)
-            self._dirty.discard(key)
+            self._cache[key] = self._flushed[key] = entry_of(value)
 
     # -- per batch ---------------------------------------------------------------------
     def fold_cached(self, records: List[Any], key_groups: List[int],
@@ -244,7 +249,7 @@ class RocksDBValueAccessor:
         self._loaded = None
         cache = self._cache
         keys, out, plain = _fold_cached(records, key_groups, self._start, self._end, key_of,
-                                        reduce, cache, self._dirty, _ABSENT, _Stored)
+                                        reduce, cache, None, _ABSENT, _Stored)
         if not plain:
             for k in dict.fromkeys(keys):
                 entry = cache[k]
@@ -301,11 +306,11 @@ class RocksDBValueAccessor:
             read = decode_values(fetched)
         room = max(0, self.cache_entries - len(self._cache))
         if room:
-            cache, known = self._cache, self._db_keys
+            cache, known, flushed = self._cache, self._db_keys, self._flushed
             for k, dk, raw, value in zip(missing[:room], db_keys[:room], fetched[:room],
                                          read[:room]):
-                cache[k] = (_ABSENT if raw is None else
-                            value if _is_immutable(value) else _Stored(raw))
+                cache[k] = flushed[k] = (_ABSENT if raw is None else
+                                         value if _is_immutable(value) else _Stored(raw))
                 known[k] = dk
         if len(missing) > room:
             self._uncached.update(zip(missing[room:], db_keys[room:]))
@@ -354,23 +359,29 @@ class RocksDBValueAccessor:
             self._write_entries([uncached[k] for k in through], [values[k] for k in through])
             values = {k: v for k, v in values.items() if k not in uncached}
         self._cache.update(values)
-        self._dirty.update(values)
         self._loaded = None
 
     @property
     def pending_writes(self) -> int:
-        """Keys written to the cache and not yet to RocksDB."""
-        return len(self._dirty)
+        """Keys written to the cache and not yet to RocksDB (a write of the very value
+        RocksDB holds is none)."""
+        return len(self._unflushed())
+
+    def _unflushed(self) -> List[Any]:
+        """The cached keys whose entries are not the ones RocksDB holds."""
+        flushed, missing = self._flushed, _MISSING
+        return [k for k, entry in self._cache.items() if flushed.get(k, missing) is not entry]
 
     def flush(self, release_if_full: bool = False) -> None:
         """Write the cached writes to RocksDB (one write batch). The cache stays, unless
         it is full and ``release_if_full`` (the backend's snapshot: the keys cached next
         follow the keys in use)."""
-        if self._dirty:
-            dirty = list(self._dirty)
-            self._write_entries(list(map(self._db_keys.__getitem__, dirty)),
-                                list(map(self._cache.__getitem__, dirty)))
-            self._dirty.clear()
+        unflushed = self._unflushed()
+        if unflushed:
+            cache = self._cache
+            self._write_entries(list(map(self._db_keys.__getitem__, unflushed)),
+                                list(map(cache.__getitem__, unflushed)))
+            self._flushed = cache.copy()
         if release_if_full and len(self._cache) >= self.cache_entries:
             self._forget()
 
@@ -382,10 +393,10 @@ class RocksDBValueAccessor:
     def discard(self) -> None:
         """Forget the cache and its unwritten writes (the database was replaced)."""
         self._forget()
-        self._dirty.clear()
 
     def _forget(self) -> None:
         self._cache.clear()
+        self._flushed.clear()
         self._db_keys.clear()
         self._uncached = {}
         self._loaded = None

@@ -537,4 +537,13 @@ def test_the_cached_fold_in_c_is_its_python_twin():
         assert c_cache == py_cache and c_dirty == py_dirty, (key_of, reduce)
         if c[0] is tuple and c[1][1] is None:  # did not fold: nothing changed
             assert c_cache == cache and c_dirty == {"z"}
+        # no dirty set (the accessor finds its writes by the entries' identity): the same
+        c_cache, py_cache = copy.copy(cache), copy.copy(cache)
+        c = _outcome(_value_cache.fold_cached, recs, groups, 0, 2, key_of, reduce, c_cache,
+                     None, va._ABSENT, va._Stored)
+        py = _outcome(va._fold_cached_py, recs, groups, 0, 2, key_of, reduce, py_cache,
+                      None, va._ABSENT, va._Stored)
+        assert c == py and c_cache == py_cache, (key_of, reduce)
+    with pytest.raises(TypeError, match="dirty a set or None"):
+        _value_cache.fold_cached([], [], 0, 2, first, total, {}, [], va._ABSENT, va._Stored)
     assert va._fold_cached is _value_cache.fold_cached

@@ -295,3 +295,37 @@ def test_folds_in_the_cache_match_a_dict(make, cache, seed):
     assert folded > 0 if cache else folded == 0
     assert sorted(map(encode_key, b.get_keys(NAME))) == sorted(map(encode_key, model))
     assert _values(b, list(model)) == model  # after get_keys' flush
+
+
+def test_a_flush_writes_the_entries_that_are_not_those_rocksdb_holds(make):
+    """The cache knows its unwritten writes by identity: an entry that is not the very
+    object RocksDB was last given (or read) is written at the next flush, one that is (a
+    reduce that kept its value) is not, and a write through leaves nothing pending."""
+    b = make(value_cache_entries=16)
+    acc = b.value_accessor(NAME)
+    keys = ["a", "b", "c", "d"]
+    groups = [b.assign_key_group(k) for k in keys]
+    _, values = acc.load(keys, groups)   # none has a value: cached as absent
+    assert acc.pending_writes == 0
+    values.update({"a": 1000, "b": ("b", 2), "c": ["c"]})
+    acc.store(values)
+    assert acc.pending_writes == 3       # "d" stays absent: the same entry
+    acc.flush()
+    assert acc.pending_writes == 0
+    assert _values(b, keys) == {"a": 1000, "b": ("b", 2), "c": ["c"], "d": None}
+
+    def keep_b(cur, r):
+        return cur if r[0] == "b" else cur + r[1]
+    records = [("a", 1), ("b", 5), ("d", 7), ("a", 2)]
+    _, out = acc.fold_cached(records, [b.assign_key_group(k) for k, _ in records],
+                             lambda r: r[0], keep_b)
+    assert out == [1001, ("b", 2), ("d", 7), 1003]
+    assert acc.pending_writes == 2       # "a" and "d"; "b" kept its very value
+    acc.put("a", b.assign_key_group("a"), 5)   # written through: no longer pending
+    assert acc.pending_writes == 1
+    acc.flush()
+    assert acc.pending_writes == 0
+    assert _values(b, keys) == {"a": 5, "b": ("b", 2), "c": ["c"], "d": ("d", 7)}
+    acc.discard()                        # forgotten: every read is RocksDB's again
+    _, values = acc.load(keys, groups)
+    assert values == {"a": 5, "b": ("b", 2), "c": ["c"], "d": ("d", 7)}
