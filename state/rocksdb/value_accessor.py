@@ -15,8 +15,10 @@ docs/state.md, "RocksDB batching").
 (['a', 'b', 'a'], {'a': None, 'b': None})
 >>> acc.store({"a": ("a", 3), "b": None}); acc.load(keys, kgs)[1]
 {'a': ('a', 3), 'b': None}
->>> acc.pending_writes, backend.get_keys("sums") and acc.pending_writes
-(2, 0)
+>>> acc.pending_writes  # "b" was absent and stays absent: nothing to write for it
+1
+>>> backend.get_keys("sums") and acc.pending_writes
+0
 >>> backend.dispose()
 """
 
