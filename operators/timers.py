@@ -27,10 +27,12 @@ from __future__ import annotations
 import heapq
 import numbers
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
-from flowray.state.descriptors import MapStateDescriptor
+from flowray.common.sentinels import MISSING
+from flowray.state.descriptors import MapStateDescriptor, StateKind
+from flowray.state.heap_backend import HeapKeyedStateBackend
 from flowray.state.keyed_backend import KeyedStateBackend
 
 from flowray.operators.functions import TimeDomain
@@ -39,6 +41,10 @@ __all__ = ["InternalTimerService", "timer_state_name"]
 
 #: fired with the timer's key current on the backend: ``callback(timestamp, namespace)``
 TimerCallback = Callable[[int, Any], None]
+#: fired with no key made current: ``callback(timestamp, [(key, key group, namespace)])``,
+#: the due timers of one timestamp in the order registered (:meth:`InternalTimerService.
+#: fire_event_time_in_batches`)
+BatchTimerCallback = Callable[[int, List[Tuple[Any, int, Any]]], None]
 
 
 def timer_state_name(service: str, domain: TimeDomain) -> str:
@@ -110,8 +116,24 @@ class InternalTimerService:
         self._event_queue = self._queues[TimeDomain.EVENT_TIME]
         self._event_live = self._event_queue.live
         self._event_state = self._states[TimeDomain.EVENT_TIME]
+        # on the heap the event-time timers' dicts are written directly by the batch paths
+        # (register_event_time_timers, batch firing), as HeapMapState's put and remove do
+        self._event_table = (backend.get_state_table(
+            timer_state_name(name, TimeDomain.EVENT_TIME), StateKind.MAP)
+            if isinstance(backend, HeapKeyedStateBackend) else None)
+        self._on_event_time_batch: Optional[BatchTimerCallback] = None
         self._scheduled: Set[int] = set()
         self.current_watermark = MIN_WATERMARK
+
+    def fire_event_time_in_batches(self, callback: BatchTimerCallback) -> None:
+        """Fire due event-time timers a timestamp at a time through ``callback(timestamp,
+        timers)`` instead of the per-timer callback: ``timers`` are the live ``(key, key
+        group, namespace)`` of that timestamp, in the order registered, already removed
+        from the queue and the state, and no key is made current for them. For an
+        operator whose timer callbacks register and delete no timers at or before the
+        timestamp firing (the window operator's aligned windows): the timers fire as the
+        per-timer path would fire them. Timers registered meanwhile fire in a next batch."""
+        self._on_event_time_batch = callback
 
     # -- registering -------------------------------------------------------------------
     def _register(self, domain: TimeDomain, namespace: Any, timestamp: int) -> bool:
@@ -149,11 +171,27 @@ class InternalTimerService:
         queue = self._event_queue
         buckets, times, push = queue.buckets, queue.times, heapq.heappush
         last, bucket = None, None
+        table = self._event_table
+        if table is not None:  # the heap: its dicts written here, as HeapMapState.put
+            maps, shared = table.maps, table.shared
+            first, groups = self._backend.key_group_range.start, len(table.maps)
+        newest: Optional[Tuple[Any, int]] = None
         for key, key_group, namespace, timestamp in timers:
             entry = (timestamp, key, namespace)
             if entry in live:
                 continue
-            set_key(key, key_group)
+            off = key_group - first if table is not None else -1
+            if 0 <= off < groups and shared[off] is None:
+                d = maps[off].get(key)
+                if d is None:
+                    maps[off][key] = {(timestamp, namespace): None}
+                else:
+                    d[(timestamp, namespace)] = None
+                newest = (key, key_group)
+            else:  # not the heap, out of range (set_key says so) or held by a snapshot
+                set_key(key, key_group)
+                put((timestamp, namespace), None)
+                newest = None
             live.add(entry)
             if timestamp != last:  # _TimerQueue.add, inlined
                 bucket = buckets.get(timestamp)
@@ -162,7 +200,8 @@ class InternalTimerService:
                     push(times, timestamp)
                 last = timestamp
             bucket.append((key, key_group, namespace))
-            put((timestamp, namespace), None)
+        if newest is not None:
+            set_key(*newest)
 
     def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
         if self._register(TimeDomain.PROCESSING_TIME, namespace, timestamp):
@@ -186,6 +225,8 @@ class InternalTimerService:
 
     # -- firing ------------------------------------------------------------------------
     def _fire_until(self, domain: TimeDomain, time: int) -> None:
+        if domain is TimeDomain.EVENT_TIME and self._on_event_time_batch is not None:
+            return self._fire_batches_until(time)
         queue, state = self._queues[domain], self._states[domain]
         set_key, remove, callback = self._backend.set_current_key, state.remove, \
             self._callbacks[domain]
@@ -207,6 +248,45 @@ class InternalTimerService:
             set_key(key, kg)
             remove((ts, ns))
             callback(ts, ns)
+
+    def _fire_batches_until(self, time: int) -> None:
+        """``_fire_until`` of event time through the batch callback: each due timestamp's
+        live timers taken out of the queue and the state, then handed over at once."""
+        queue, callback = self._event_queue, self._on_event_time_batch
+        times, buckets, live, pop = queue.times, queue.buckets, queue.live, heapq.heappop
+        table = self._event_table
+        set_key, remove = self._backend.set_current_key, self._event_state.remove
+        if table is not None:
+            maps, shared = table.maps, table.shared
+            first, groups = self._backend.key_group_range.start, len(table.maps)
+        while times:
+            ts = times[0]
+            if ts > time:
+                return
+            bucket = buckets[ts]
+            if not bucket:
+                pop(times)
+                del buckets[ts]
+                continue
+            due: List[Tuple[Any, int, Any]] = []
+            while bucket:
+                timer = bucket.popleft()
+                key, kg, ns = timer
+                entry = (ts, key, ns)
+                if entry not in live:
+                    continue  # deleted
+                live.discard(entry)
+                due.append(timer)
+                off = kg - first if table is not None else -1
+                if 0 <= off < groups and shared[off] is None:  # HeapMapState.remove
+                    m = maps[off]
+                    d = m.get(key)
+                    if d is not None and d.pop((ts, ns), MISSING) is not MISSING and not d:
+                        del m[key]
+                else:
+                    set_key(key, kg)
+                    remove((ts, ns))
+            callback(ts, due)
 
     def advance_watermark(self, watermark: int) -> None:
         """Event time reached ``watermark``: fire every event-time timer at or before it."""

@@ -285,6 +285,8 @@ class WindowOperator(OneInputOperator):
         self.timer_service = InternalTimerService(
             self.uid or self.name, backend, ctx.processing_time_service,
             on_event_time, self._on_processing_time)
+        if self._aligned is not None:  # its timers register and delete no timers
+            self.timer_service.fire_event_time_in_batches(self._on_aligned_event_times)
         self.timer_service.restore()
         try:
             open_function(self.window_function, self._runtime_context)
@@ -556,6 +558,55 @@ class WindowOperator(OneInputOperator):
             if time == self._cleanup_time(window):
                 state.remove(window)
                 if self._clears_windows:
+                    self.window_function.clear(window, self._window_ctx.bind(window))
+        except UserFunctionError:
+            raise
+        except Exception as e:
+            raise self.user_error(e) from e
+
+    def _on_aligned_event_times(self, time: int, timers: List[Tuple[Any, int, Any]]) -> None:
+        """The due timers of one timestamp (``_on_aligned_event_time`` for each, with its
+        key made current); on the heap, the panes that fire and are cleaned up by the same
+        timer are taken out of the dicts here, and a pass-through function's result is
+        collected without a call (its key made current only when the window function
+        may read keyed state)."""
+        table = self._heap_contents
+        if table is None or self.allowed_lateness:
+            set_key, fire = self._backend.set_current_key, self._on_aligned_event_time
+            for key, kg, window in timers:
+                set_key(key, kg)
+                fire(time, window)
+            return
+        maps, shared = table.maps, table.shared
+        first = self._backend.key_group_range.start
+        set_key, collect, result = (self._backend.set_current_key, self._collector.collect,
+                                    self.contents.result)
+        passes_through = self.window_function.passes_through()
+        clears, emit = self._clears_windows, self._emit
+        try:
+            for key, kg, window in timers:
+                if time != window[1] - 1:  # not its window's end (a timer of another kind)
+                    set_key(key, kg)
+                    self._on_aligned_event_time(time, window)
+                    continue
+                off = kg - first
+                m = maps[off]
+                panes = m.get(key)
+                contents = None
+                if panes is not None and window in panes:  # _take_pane, for this key
+                    if shared[off] is not None:  # copy-on-write while a snapshot is pending
+                        m, panes = table.for_change(off, key, panes)
+                    contents = panes.pop(window)
+                    if not panes:
+                        del m[key]
+                if passes_through and not clears:
+                    if contents is not None:
+                        collect((result(contents),), time)
+                    continue
+                set_key(key, kg)
+                if contents is not None:
+                    emit(window, contents)
+                if clears:
                     self.window_function.clear(window, self._window_ctx.bind(window))
         except UserFunctionError:
             raise

@@ -231,6 +231,11 @@ class InternalWindowFunction(Function, abc.ABC, Generic[IN, OUT, KEY, W]):
         """False if :meth:`clear` does nothing (the operator may skip calling it)."""
         return True
 
+    def passes_through(self) -> bool:
+        """True if :meth:`process` gives ``[input_data]`` and reads nothing (no key, no
+        window, no state): the operator may collect the pane's result itself."""
+        return False
+
 
 class _ContextView(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
     """The user's context for one evaluation: the window plus the operator's context."""
@@ -362,6 +367,9 @@ class InternalSingleValueWindowFunction(_ApplyAdapter):
 
     _single_value = True
 
+    def passes_through(self) -> bool:
+        return type(self._wrapped_function) is PassThroughWindowFunction
+
 
 class InternalIterableAllWindowFunction(_ApplyAllAdapter):
     """``apply(window, inputs)``; the key is ignored."""
@@ -369,6 +377,9 @@ class InternalIterableAllWindowFunction(_ApplyAllAdapter):
 
 class InternalSingleValueAllWindowFunction(_ApplyAllAdapter):
     _single_value = True
+
+    def passes_through(self) -> bool:
+        return type(self._wrapped_function) is PassThroughAllWindowFunction
 
 
 class InternalIterableProcessWindowFunction(_ProcessAdapter):

@@ -181,6 +181,68 @@ def test_deleted_then_registered_again_fires_once(timers):
     assert timers.fired == [("e", "a", 10, None), ("p", "a", 7, None)]
 
 
+def test_timers_fired_in_batches_are_the_one_by_one_timers(backends):
+    """``fire_event_time_in_batches`` (the window operator's aligned windows): the same
+    live timers, in the same order, a timestamp's at a time and out of the keyed state
+    before the callback; deleted timers are not among them; processing time unchanged."""
+    plan = [("a", 10, "w1"), ("b", 5, None), ("c", 10, "w1"), ("a", 10, None),
+            ("d", 20, None), ("b", 20, "w2"), ("e", 10, None)]
+    one_by_one, batched = Timers(backends()), Timers(backends())
+    batches = []
+
+    def on_batch(ts, due):
+        for key, kg, ns in due:
+            assert kg == assign_to_key_group(key, MAXP)
+            assert (ts, ns) not in dict(batched.backend.iter_key_group(
+                timer_state_name("op", EVENT), kg)).get(key, {})
+        batches.append((ts, [(key, ns) for key, _, ns in due]))
+
+    batched.service.fire_event_time_in_batches(on_batch)
+    for t in (one_by_one, batched):
+        for key, ts, ns in plan[:3]:
+            t.event(key, ts, ns)
+        t.service.register_event_time_timers(
+            [(k, assign_to_key_group(k, MAXP), ns, ts) for k, ts, ns in plan[3:]])
+        t.backend.set_current_key("e")
+        t.service.delete_event_time_timer(None, 10)
+        t.proc("a", 7)
+        t.service.advance_watermark(10)
+    assert batches == [(5, [("b", None)]), (10, [("a", "w1"), ("c", "w1"), ("a", None)])]
+    assert [(k, ts, ns) for _, k, ts, ns in one_by_one.fired] == \
+        [(k, ts, ns) for ts, due in batches for k, ns in due]
+    for t in (one_by_one, batched):
+        t.service.advance_watermark(20)
+        t.advance_clock(10)
+    assert batches[2:] == [(20, [("d", None), ("b", "w2")])]
+    assert batched.fired == [("p", "a", 7, None)]
+    for t in (one_by_one, batched):
+        assert t.service.num_timers(EVENT) == 0
+        assert list(t.backend.get_keys(timer_state_name("op", EVENT))) == []
+
+
+def test_timers_registered_and_fired_in_batches_while_a_snapshot_is_pending(backends,
+                                                                           tmp_path):
+    """The batch paths write the heap's timer dicts directly: a snapshot pending while
+    they register and fire still holds the timers of its moment."""
+    t = Timers(backends())
+    t.service.fire_event_time_in_batches(lambda ts, due: t.fired.extend(
+        ("e", k, ts, ns) for k, _, ns in due))
+    many = [(f"k{i}", assign_to_key_group(f"k{i}", MAXP), None, 10 + i % 3)
+            for i in range(40)]
+    t.service.register_event_time_timers(many[:20])
+    writer = t.backend.snapshot(1)        # held, not yet written
+    t.service.register_event_time_timers(many[20:])
+    t.service.advance_watermark(11)       # fires some of the snapshot's timers
+    assert {k for _, k, _, _ in t.fired} == {k for k, _, _, ts in many if ts <= 11}
+    storage = FileStorage(tmp_path / "chk")
+    handles = [writer.write(storage.write_file, "chk-1/keyed")]
+    r, restored = restore(backends, handles, storage)
+    assert restored == 20
+    assert r.service.timers_by_key(EVENT) == {k: [(ts, None)] for k, _, _, ts in many[:20]}
+    assert t.service.timers_by_key(EVENT) == {k: [(ts, None)] for k, _, _, ts in many
+                                              if ts > 11}
+
+
 @pytest.mark.parametrize("bad", [10.0, 10.5, True, False, "10", None])
 def test_bad_timestamp_type_raises(timers, bad):
     timers.backend.set_current_key("a")

@@ -16,6 +16,7 @@ from flowray.operators.windowing.functions import (
     InternalSingleValueWindowFunction,
     InternalWindowFunction,
     KeyedStateStore,
+    PassThroughWindowFunction,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     WindowFunction,
@@ -137,6 +138,21 @@ def test_pass_through_when_there_is_no_window_function():
     for keyed in (True, False):
         internal = internal_window_function(None, keyed=keyed, single_value=True)
         assert list(internal.process("k", WIN, None, ("reduced", 1))) == [("reduced", 1)]
+        assert internal.passes_through()   # the operator may collect the result itself
+
+
+def test_only_the_pass_through_function_says_it_passes_through():
+    class Subclass(PassThroughWindowFunction):
+        def apply(self, key, window, inputs):
+            return [(key, *inputs)]
+
+    for keyed in (True, False):
+        assert not internal_window_function(None, keyed=keyed,
+                                            single_value=False).passes_through()
+        assert not internal_window_function(lambda *a: [a], keyed=keyed,
+                                            single_value=True).passes_through()
+    assert not internal_window_function(Subclass(), keyed=True,
+                                        single_value=True).passes_through()
 
 
 def test_results_none_and_non_iterables():
