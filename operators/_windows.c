@@ -80,10 +80,10 @@ enum { CONTENTS_FIRST = 0, RECORD_FIRST = 1, APPEND = 2 };
 /* fold record r into pane w of `panes` (a key's dict of panes); -1 on an error. A pane
  * created is appended to `created` as (k, kg, w). */
 static int
-fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
-          PyObject *fold, PyObject *combine, int how, PyObject *created)
+fold_pane(PyObject *panes, PyObject *w, Py_hash_t whash, PyObject *r, PyObject *k,
+          PyObject *kg, PyObject *fold, PyObject *combine, int how, PyObject *created)
 {
-    PyObject *cur = PyDict_GetItemWithError(panes, w);
+    PyObject *cur = _PyDict_GetItem_KnownHash(panes, w, whash);
     PyObject *value;
     if (cur == NULL) {
         if (PyErr_Occurred()) {
@@ -118,9 +118,63 @@ fold_pane(PyObject *panes, PyObject *w, PyObject *r, PyObject *k, PyObject *kg,
     if (value == NULL) {
         return -1;
     }
-    int err = PyDict_SetItem(panes, w, value);
+    int err = _PyDict_SetItem_KnownHash(panes, w, value, whash);
     Py_DECREF(value);
     return err;
+}
+
+/* the windows of the latest start `first` and the starts slide, 2 slides, ... before it,
+ * with their hashes: a sliding window's records mostly share their windows with the
+ * record before them */
+#define SLIDE_CACHE 16
+typedef struct {
+    long long first;
+    int have;       /* whether `first` is set */
+    int n;          /* windows[0..n) are held */
+    PyObject *windows[SLIDE_CACHE];
+    Py_hash_t hashes[SLIDE_CACHE];
+} WindowRun;
+
+static void
+window_run_clear(WindowRun *run)
+{
+    for (int j = 0; j < run->n; j++) {
+        Py_CLEAR(run->windows[j]);
+    }
+    run->n = 0;
+}
+
+/* the j-th window back from `first` (a new reference) and its hash; NULL on an error */
+static PyObject *
+window_run_get(WindowRun *run, PyObject *windows, PyObject *window, long long first,
+               long long slide, int j, Py_hash_t *hash)
+{
+    if (!run->have || run->first != first) {
+        window_run_clear(run);
+        run->first = first;
+        run->have = 1;
+    }
+    if (j < run->n) {
+        *hash = run->hashes[j];
+        Py_INCREF(run->windows[j]);
+        return run->windows[j];
+    }
+    PyObject *w = window_at(windows, window, first - (long long)j * slide);
+    if (w == NULL) {
+        return NULL;
+    }
+    *hash = PyObject_Hash(w);
+    if (*hash == -1) {
+        Py_DECREF(w);
+        return NULL;
+    }
+    if (j == run->n && j < SLIDE_CACHE) {
+        Py_INCREF(w);
+        run->windows[j] = w;
+        run->hashes[j] = *hash;
+        run->n = j + 1;
+    }
+    return w;
 }
 
 PyDoc_STRVAR(fold_aligned_doc,
@@ -167,6 +221,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *recs = NULL, *keys = NULL, *kgs = NULL, *stamps = NULL, *created = NULL;
     long long *ts = NULL;
     PyObject *result = NULL;
+    WindowRun run = {0};  /* sliding: the windows of the record before */
     recs = PySequence_Fast(args[1], "fold_aligned(): records must be a sequence");
     keys = recs ? PySequence_Fast(args[2], "fold_aligned(): keys must be a sequence") : NULL;
     kgs = keys ? PySequence_Fast(args[3], "fold_aligned(): key_groups must be a sequence") : NULL;
@@ -199,6 +254,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long last = 0;
     int have_last = 0;
     PyObject *w = NULL;   /* the window of `last` (tumbling) */
+    Py_hash_t whash = 0;  /* and its hash */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = PySequence_Fast_GET_ITEM(recs, i);
         PyObject *k = PySequence_Fast_GET_ITEM(keys, i);
@@ -212,6 +268,10 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(w);
             w = window_at(windows, window, first);
             if (w == NULL) {
+                goto fail;
+            }
+            whash = PyObject_Hash(w);
+            if (whash == -1) {
                 goto fail;
             }
             last = first;
@@ -242,7 +302,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     goto fail;
                 }
                 PyObject *d = PyDict_New();
-                int err = d == NULL || PyDict_SetItem(d, w, value) < 0
+                int err = d == NULL || _PyDict_SetItem_KnownHash(d, w, value, whash) < 0
                           || PyDict_SetItem(m, k, d) < 0;
                 Py_DECREF(value);
                 Py_XDECREF(d);
@@ -252,7 +312,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 continue;
             }
             Py_INCREF(panes);
-            int err = fold_pane(panes, w, r, k, kg, fold, combine, how, created);
+            int err = fold_pane(panes, w, whash, r, k, kg, fold, combine, how, created);
             Py_DECREF(panes);
             if (err < 0) {
                 goto fail;
@@ -269,10 +329,12 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         else {
             Py_INCREF(panes);
         }
-        for (long long s = first; s > ts[i] - size; s -= slide) {
-            PyObject *sw = window_at(windows, window, s);
+        int j = 0;
+        for (long long s = first; s > ts[i] - size; s -= slide, j++) {
+            Py_hash_t sh;
+            PyObject *sw = window_run_get(&run, windows, window, first, slide, j, &sh);
             int err = sw == NULL ? -1
-                      : fold_pane(panes, sw, r, k, kg, fold, combine, how, created);
+                      : fold_pane(panes, sw, sh, r, k, kg, fold, combine, how, created);
             Py_XDECREF(sw);
             if (err < 0) {
                 Py_DECREF(panes);
@@ -288,6 +350,7 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 fail:
     Py_XDECREF(w);
 done:
+    window_run_clear(&run);
     PyMem_Free(ts);
     Py_XDECREF(created);
     Py_XDECREF(recs);

@@ -344,7 +344,8 @@ _windows = native("flowray.operators._windows")
 def test_the_aligned_window_fold_in_c_is_its_python_twin():
     """fold_aligned against _fold_tumbling / _fold_sliding: the same panes created, in the
     same order, and the same dicts after, for tumbling and sliding windows (offsets,
-    slides that do not divide the size, negative timestamps), with and without a combine
+    slides that do not divide the size, more windows a record than the C half keeps,
+    negative timestamps, in and out of order), with and without a combine
     function (contents first, record first as an aggregate function's add, or appending to
     list contents, and what is not a list left to the fold), contents that are None, a fold
     that fails mid-batch, keys that already have panes, and key groups that start past 0."""
@@ -388,7 +389,9 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
         return acc + (r,) if type(acc) is tuple else acc + [r]
     assigners = [TumblingEventTimeWindows.of(10), TumblingEventTimeWindows.of(10, 3),
                  TumblingEventTimeWindows.of(7), SlidingEventTimeWindows.of(10, 5),
-                 SlidingEventTimeWindows.of(10, 3), SlidingEventTimeWindows.of(9, 3, 2)]
+                 SlidingEventTimeWindows.of(10, 3), SlidingEventTimeWindows.of(9, 3, 2),
+                 # more windows a record than the C half keeps of the record before
+                 SlidingEventTimeWindows.of(60, 3), SlidingEventTimeWindows.of(50, 3, 1)]
     for assigner in assigners:
         for fold, comb, native_combine in (
                 (add, combine, None), (add, None, None), (none_at_7, combine, None),
@@ -398,11 +401,13 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
                 (listed, None, (aligned.APPEND, None))):
             panes = AlignedPanes(assigner, fold, comb, native_combine)
             twin = panes._fold_tumbling if panes.size == panes.slide else panes._fold_sliding
-            for first in (0, 2):
+            for first, in_order in ((0, False), (2, False), (0, True)):
                 n = 200
                 keys = [rng.choice(["a", "b", "c", 1, ("t", 2)]) for _ in range(n)]
                 records = [(k, rng.randrange(0, 20)) for k in keys]
                 timestamps = [rng.randrange(-40, 60) for _ in range(n)]
+                if in_order:   # runs of records with the same windows
+                    timestamps.sort()
                 kgs = [first + (hash(str(k)) % 3) for k in keys]
                 maps = [{"a": {panes.window(0): 100}}, {}, {}]
                 by_group = [None] * first + maps
