@@ -80,6 +80,21 @@ class _TimerQueue:
         bucket.append((key, key_group, namespace))
         return True
 
+    def due(self, time: int) -> Optional[Tuple[int, Deque[Tuple[Any, int, Any]]]]:
+        """The earliest timestamp at or before ``time`` whose FIFO is not empty, and that
+        FIFO (emptied ones leave on the way); None when nothing is due."""
+        times, buckets = self.times, self.buckets
+        while times:
+            ts = times[0]
+            if ts > time:
+                return None
+            bucket = buckets[ts]
+            if bucket:
+                return ts, bucket
+            heapq.heappop(times)
+            del buckets[ts]
+        return None
+
     def remove(self, timestamp: int, key: Any, namespace: Any) -> bool:
         entry = (timestamp, key, namespace)
         if entry not in self.live:
@@ -230,16 +245,12 @@ class InternalTimerService:
         queue, state = self._queues[domain], self._states[domain]
         set_key, remove, callback = self._backend.set_current_key, state.remove, \
             self._callbacks[domain]
-        times, buckets, live, pop = queue.times, queue.buckets, queue.live, heapq.heappop
-        while times:  # the first live timer, each time: a callback may add timers
-            ts = times[0]
-            if ts > time:
+        due, live = queue.due, queue.live
+        while True:  # the first live timer, each time: a callback may add timers
+            next_due = due(time)
+            if next_due is None:
                 return
-            bucket = buckets[ts]
-            if not bucket:
-                pop(times)
-                del buckets[ts]
-                continue
+            ts, bucket = next_due
             key, kg, ns = bucket.popleft()
             entry = (ts, key, ns)
             if entry not in live:
@@ -253,21 +264,17 @@ class InternalTimerService:
         """``_fire_until`` of event time through the batch callback: each due timestamp's
         live timers taken out of the queue and the state, then handed over at once."""
         queue, callback = self._event_queue, self._on_event_time_batch
-        times, buckets, live, pop = queue.times, queue.buckets, queue.live, heapq.heappop
+        live = queue.live
         table = self._event_table
         set_key, remove = self._backend.set_current_key, self._event_state.remove
         if table is not None:
             maps, shared = table.maps, table.shared
             first, groups = self._backend.key_group_range.start, len(table.maps)
-        while times:
-            ts = times[0]
-            if ts > time:
+        while True:
+            next_due = queue.due(time)
+            if next_due is None:
                 return
-            bucket = buckets[ts]
-            if not bucket:
-                pop(times)
-                del buckets[ts]
-                continue
+            ts, bucket = next_due
             due: List[Tuple[Any, int, Any]] = []
             while bucket:
                 timer = bucket.popleft()
