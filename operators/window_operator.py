@@ -565,49 +565,25 @@ class WindowOperator(OneInputOperator):
             raise self.user_error(e) from e
 
     def _on_aligned_event_times(self, time: int, timers: List[Tuple[Any, int, Any]]) -> None:
-        """The due timers of one timestamp (``_on_aligned_event_time`` for each, with its
-        key made current); on the heap, the panes that fire and are cleaned up by the same
-        timer are taken out of the dicts here, and a pass-through function's result is
-        collected without a call (its key made current only when the window function
-        may read keyed state)."""
+        """The due timers of one timestamp: ``_on_aligned_event_time`` for each with its key
+        made current, except where a pass-through function's pane fires and is cleaned up
+        by the same timer on the heap: its result is collected there, with no call and no
+        key made current."""
         table = self._heap_contents
-        if table is None or self.allowed_lateness:
-            set_key, fire = self._backend.set_current_key, self._on_aligned_event_time
-            for key, kg, window in timers:
-                set_key(key, kg)
-                fire(time, window)
-            return
-        maps, shared = table.maps, table.shared
+        direct = (table is not None and not self.allowed_lateness and not self._clears_windows
+                  and self.window_function.passes_through())
+        set_key, fire = self._backend.set_current_key, self._on_aligned_event_time
         first = self._backend.key_group_range.start
-        set_key, collect, result = (self._backend.set_current_key, self._collector.collect,
-                                    self.contents.result)
-        passes_through = self.window_function.passes_through()
-        clears, emit = self._clears_windows, self._emit
+        collect, result = self._collector.collect, self.contents.result
         try:
             for key, kg, window in timers:
-                if time != window[1] - 1:  # not its window's end (a timer of another kind)
-                    set_key(key, kg)
-                    self._on_aligned_event_time(time, window)
-                    continue
-                off = kg - first
-                m = maps[off]
-                panes = m.get(key)
-                contents = None
-                if panes is not None and window in panes:  # _take_pane, for this key
-                    if shared[off] is not None:  # copy-on-write while a snapshot is pending
-                        m, panes = table.for_change(off, key, panes)
-                    contents = panes.pop(window)
-                    if not panes:
-                        del m[key]
-                if passes_through and not clears:
+                if direct and time == window[1] - 1:
+                    contents = _pop_pane(table, kg - first, key, window)
                     if contents is not None:
                         collect((result(contents),), time)
                     continue
                 set_key(key, kg)
-                if contents is not None:
-                    emit(window, contents)
-                if clears:
-                    self.window_function.clear(window, self._window_ctx.bind(window))
+                fire(time, window)
         except UserFunctionError:
             raise
         except Exception as e:
@@ -623,17 +599,7 @@ class WindowOperator(OneInputOperator):
                 self._contents_state.remove(window)
             return contents
         backend = self._backend
-        off, key = backend._current_offset, backend._current_key
-        m = table.maps[off]
-        panes = m.get(key)
-        if panes is None or window not in panes:
-            return None
-        if table.shared[off] is not None:  # copy-on-write while a snapshot is pending
-            m, panes = table.for_change(off, key, panes)
-        contents = panes.pop(window)
-        if not panes:
-            del m[key]
-        return contents
+        return _pop_pane(table, backend._current_offset, backend._current_key, window)
 
     def _on_processing_time(self, time: int, window: Any) -> None:
         self._on_timer(self.trigger.on_processing_time, time, window)
@@ -699,3 +665,18 @@ class WindowOperator(OneInputOperator):
             self.timer_service.delete_event_time_timer(window, cleanup)
         else:
             self.timer_service.delete_processing_time_timer(window, cleanup)
+
+
+def _pop_pane(table: Any, off: int, key: Any, window: Any) -> Any:
+    """``key``'s contents of ``window`` taken out of the heap's window table (None if it
+    has none), copying on write what a pending snapshot holds."""
+    m = table.maps[off]
+    panes = m.get(key)
+    if panes is None or window not in panes:
+        return None
+    if table.shared[off] is not None:  # copy-on-write while a snapshot is pending
+        m, panes = table.for_change(off, key, panes)
+    contents = panes.pop(window)
+    if not panes:
+        del m[key]
+    return contents
