@@ -28,7 +28,8 @@ from flowray.runtime.execution.cluster import (
 )
 
 __all__ = ["SubmissionTarget", "find_submission_target", "JobSubmissionError",
-           "submit_program", "follow_logs", "job_logs", "job_status", "stop_job"]
+           "submit_program", "follow_logs", "job_logs", "job_status", "stop_job",
+           "quiet_submission_logs"]
 
 #: how long a submission waits for a just-started cluster's job agent
 AGENT_WAIT_S = 30.0
@@ -81,16 +82,35 @@ def find_submission_target(address: Optional[str]) -> Optional[SubmissionTarget]
     return SubmissionTarget(gcs, f"http://{url.decode()}")
 
 
-def _client(target: SubmissionTarget):  # -> JobSubmissionClient
-    from ray.job_submission import JobSubmissionClient
+class _DefaultExcludeNotice(logging.Filter):
+    """Drops Ray's one-time notice that a ``__pycache__`` (or ``.git``, ``.venv``...) folder
+    of the working dir is no longer uploaded: a change of Ray's default that flowray never
+    relied on, and a folder nearly every program's has. Ray's other warnings pass."""
 
-    use_token_if_present()
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Directory %r is now ignored by default")
+
+
+_DEFAULT_EXCLUDE_NOTICE = _DefaultExcludeNotice()
+
+
+def quiet_submission_logs() -> None:
+    """Turn down what Ray's job submission client logs on the way (idempotent)."""
     # the package upload's and the log stream's notes ("Uploading package gcs://...",
     # "WebSocket closed") are Ray's INFO, set on these loggers themselves
     for name in ("ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk",
                  "ray._private.runtime_env.packaging"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    notices = logging.getLogger("ray._private.runtime_env.working_dir")
+    if _DEFAULT_EXCLUDE_NOTICE not in notices.filters:
+        notices.addFilter(_DEFAULT_EXCLUDE_NOTICE)
 
+
+def _client(target: SubmissionTarget):  # -> JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient
+
+    use_token_if_present()
+    quiet_submission_logs()
     try:
         return JobSubmissionClient(target.dashboard_url)
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, auth...

@@ -556,3 +556,46 @@ def test_info_explains_each_restart():
         "Restarts:",
         "  -  task 'Map (1/2)' failed: ValueError: boom; restarting 3 of 3 tasks in 100 ms "
         "(fixed-delay)"]
+
+
+# -- what Ray's submission client logs -------------------------------------------------------
+def test_rays_notice_of_an_excluded_pycache_is_dropped_and_its_other_warnings_kept(
+        tmp_path, monkeypatch):
+    """A program's folder nearly always holds ``__pycache__``: Ray's one-time notice that it
+    is not uploaded would be the first line of every ``flowray run``."""
+    import logging
+
+    from ray._private.runtime_env import working_dir as ray_working_dir
+
+    from flowray.runtime.execution import job_submission
+
+    (tmp_path / "__pycache__").mkdir()
+    monkeypatch.setattr(ray_working_dir, "log_once", lambda key: True)  # every time, here
+    notices = logging.getLogger("ray._private.runtime_env.working_dir")
+    seen, uploaded = [], []
+
+    class Seen(logging.Handler):   # (Ray's loggers do not propagate to the root's)
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    def upload() -> None:
+        ray_working_dir.upload_working_dir_if_needed(
+            {"working_dir": str(tmp_path)}, include_gitignore=False,
+            upload_fn=lambda path, excludes, is_file=False: uploaded.append(path))
+
+    handler = Seen(logging.WARNING)
+    notices.addHandler(handler)
+    try:
+        upload()   # the notice as Ray gives it (so that the check below can fail)
+        assert any("'__pycache__' is now ignored" in m for m in seen), seen
+        seen.clear()
+        job_submission.quiet_submission_logs()
+        job_submission.quiet_submission_logs()   # idempotent: one filter
+        upload()
+        notices.warning("another warning of Ray's")
+        assert seen == ["another warning of Ray's"]
+        assert uploaded == [str(tmp_path)] * 2
+    finally:
+        notices.removeHandler(handler)
+        for f in list(notices.filters):
+            notices.removeFilter(f)
