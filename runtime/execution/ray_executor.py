@@ -46,6 +46,7 @@ from flowray.runtime.messages import JobOutcome, JobStatus
 from flowray.runtime.execution.cluster import NAMESPACE, ensure_ray
 from flowray.runtime.checkpoint.settings import CheckpointSettings
 from flowray.common.options import (
+    CHANNEL_CREDITS,
     JOB_MASTER_SPARES,
     TASK_STDOUT_TO_CLIENT,
     ATTACHED,
@@ -263,7 +264,8 @@ class RayExecutor(JobExecutor):
         elif job.driver_sinks:
             node_id, ip = _node()
         for eid, (mode, chans) in (job.driver_sinks.items() if not detached else ()):
-            listener = SocketListener(node_id, ip, job.channel_secret, tls=tls)  # per sink
+            listener = SocketListener(node_id, ip, job.channel_secret, tls=tls,  # per sink
+                                      credits=config.get(CHANNEL_CREDITS))
             listeners.append(listener)
             driver_addresses[eid] = listener.address()
             endpoints.append(DriverEndpoint(eid, mode, chans,

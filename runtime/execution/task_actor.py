@@ -287,9 +287,9 @@ class TaskActor:
         self._assigned.set()
         # only producers of this job (they know its secret) get to send it anything
         self.tls = TlsSettings.from_config(tdd.config)
-        self.listener = SocketListener(self.node_id, self._ip, tdd.channel_secret,
-                                       tls=self.tls)
         config = Configuration(tdd.config)
+        self.listener = SocketListener(self.node_id, self._ip, tdd.channel_secret,
+                                       tls=self.tls, credits=config.get(CHANNEL_CREDITS))
         self.transport = config.get(CHANNEL_TRANSPORT)
         self.inbox: Optional[Tuple[InProcessGate, Dict[str, InProcessChannel]]] = None
         if self.transport == "ray":

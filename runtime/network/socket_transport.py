@@ -12,8 +12,12 @@ after that are frames (pickled record batches) read. A peer that fails the hands
 garbage or stays silent past :data:`HANDSHAKE_TIMEOUT_S` is logged and dropped; the task
 goes on accepting. With ``security.ssl.internal.enabled`` a TCP connection is TLS first
 (:mod:`flowray.runtime.network.tls`), and the handshake above runs inside it. The reader
-returns credits on the same connection (4 bytes per taken frame),
-and the writer blocks reading credits when it has none left. A 4-byte word with the top bit
+returns credits on the same connection (a 4-byte count of taken frames), and the writer
+blocks reading credits when it has none left. The reader announces taken record frames
+a few at a time (:func:`credit_announcement_interval`: half the writer's credits), and
+everything it owes before it reads the socket for more, so a writer never waits on
+credits the reader holds back; any other frame (a watermark, a barrier, the end) is
+announced with the credits owed at once. A 4-byte word with the top bit
 set is not a credit but the batch size the consumer asks for (buffer debloating,
 :mod:`flowray.runtime.network.debloat`); the writer reads it with the credits. A blocked
 (aligning) input is simply not read: its credits run out and its producer slows, which is
@@ -69,7 +73,7 @@ from flowray.runtime.network.elements import (
 from flowray.runtime.network.tls import TlsSettings, client_context, server_context
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
-           "connect_channel", "HandshakeError", "HANDSHAKE_TIMEOUT_S", "encode_hello",
+           "connect_channel", "credit_announcement_interval", "HandshakeError", "HANDSHAKE_TIMEOUT_S", "encode_hello",
            "decode_hello", "remove_stale_sockets"]
 
 log = logging.getLogger(__name__)
@@ -190,8 +194,12 @@ class SocketListener:
 
     def __init__(self, node_id: str = "", host: str = "127.0.0.1",
                  secret: bytes = b"", handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
-                 tls: Optional[TlsSettings] = None) -> None:
+                 tls: Optional[TlsSettings] = None, credits: int = 1) -> None:
+        """``credits``: what each producer's writer holds (the job's
+        ``flowray.channel.credits``); readers return them as
+        :func:`credit_announcement_interval` says."""
         self.node_id = node_id
+        self._announce_every = credit_announcement_interval(credits)
         self._secret = secret
         self._tls = tls  # TCP connections must speak TLS first
         self.handshake_timeout_s = handshake_timeout_s
@@ -328,7 +336,7 @@ class SocketListener:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _keepalive(conn)
         conn.setblocking(False)
-        return SocketChannelReader(channel_id, conn)
+        return SocketChannelReader(channel_id, conn, self._announce_every)
 
     def close(self) -> None:
         if self._closed:
@@ -355,6 +363,14 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
             raise ChannelClosedError("connection closed during handshake")
         buf += chunk
     return bytes(buf)
+
+
+def credit_announcement_interval(credits: int) -> int:
+    """How many taken record frames a reader returns in one credit announcement when the
+    writer holds ``credits``: half of them (at least 1), so a writer keeps half its window
+    in flight while the reader saves all but one send of every few frames (each send
+    wakes the writer's process)."""
+    return max(1, int(credits) // 2)
 
 
 def connect_channel(address: Dict[str, Any], channel_id: str, credits: int,
@@ -606,8 +622,13 @@ class SocketChannelWriter(ChannelWriter):
 
 
 class SocketChannelReader(ChannelReader):
-    def __init__(self, channel_id: str, sock: socket.socket) -> None:
+    def __init__(self, channel_id: str, sock: socket.socket, announce_every: int = 1) -> None:
+        """``announce_every``: record frames taken before their credits go back in one
+        announcement (1: each at once); owed credits also go back before the reader
+        reads the socket and with any frame that is not records."""
         self.channel_id = channel_id
+        self._announce_every = max(1, int(announce_every))
+        self._unannounced = 0   # frames taken whose credits were not sent yet
         self.sock = sock
         self._buf = bytearray()
         self._pos = 0
@@ -636,10 +657,12 @@ class SocketChannelReader(ChannelReader):
         whole frames buffered, the end seen, or (TLS) decrypted bytes inside the TLS
         layer that a selector cannot see."""
         return (self.has_frames() or self._eof or bool(self._credit_out)
-                or (self._tls and self.sock.pending() > 0))
+                or self._unannounced > 0 or (self._tls and self.sock.pending() > 0))
 
     def _send_credit(self, count: int = 1) -> None:
         out = self._credit_out + (_CREDIT.pack(count) if count else b"")
+        if not out:
+            return
         try:
             sent = self.sock.send(out)
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
@@ -651,13 +674,18 @@ class SocketChannelReader(ChannelReader):
             sent = len(out)
         self._credit_out = out[sent:]
 
+    def _announce_taken(self) -> None:
+        """Send the credits of the frames taken and not announced yet."""
+        count, self._unannounced = self._unannounced, 0
+        self._send_credit(count)
+
     def announce_batch_size(self, records: int) -> None:
         """Send the batch size with the credits (buffered if the socket has no room)."""
         if self.closed:
             return
         records = max(1, min(int(records), _BATCH_LIMIT_FLAG - 1))
         self._credit_out += _CREDIT.pack(_BATCH_LIMIT_FLAG | records)
-        self._send_credit(0)
+        self._announce_taken()
 
     def has_frames(self) -> bool:
         avail = len(self._buf) - self._pos
@@ -701,7 +729,9 @@ class SocketChannelReader(ChannelReader):
         else:
             self._pos = end
         if kind != PRIORITY_BARRIER:   # a priority frame took no credit
-            self._send_credit()
+            self._unannounced += 1
+            if self._unannounced >= self._announce_every or kind not in RECORD_KINDS:
+                self._announce_taken()
         if type(frame) is EndOfPartition:
             self._ended = True
         return frame
@@ -710,6 +740,8 @@ class SocketChannelReader(ChannelReader):
         if self._credit_out:
             self._send_credit(0)
         frame = self._next_buffered()
+        if frame is None and self._unannounced:
+            self._announce_taken()   # all it owes, before it waits for more
         if frame is not None or self._eof:
             if frame is None and not self._ended:
                 self._ended = True

@@ -15,6 +15,7 @@ from flowray.runtime.network.socket_transport import (
     SocketInputGate,
     SocketListener,
     connect_channel,
+    credit_announcement_interval,
 )
 from tests.support.channels import (
     WAIT_S,
@@ -41,8 +42,11 @@ def _in_process(n, credits):
     return Pair([c.writer for c in chans], [c.reader for c in chans], gate, push_raw, cleanup)
 
 
-def _socket(n, credits, tcp):
-    listener = SocketListener(node_id="node-a")
+def _socket(n, credits, tcp, listener_credits=1):
+    """``listener_credits``: the writers' credits as the listener knows them (a job's
+    listener knows ``credits``, and its readers return them a few frames at a time); 1:
+    one announcement per frame."""
+    listener = SocketListener(node_id="node-a", credits=listener_credits)
     ids = [f"e1/0->{i}" for i in range(n)]
     accepted, errors = {}, []
 
@@ -83,6 +87,8 @@ TRANSPORTS = {
     "in-process": _in_process,
     "unix-socket": lambda n, credits: _socket(n, credits, tcp=False),
     "tcp-socket": lambda n, credits: _socket(n, credits, tcp=True),
+    "unix-socket-grouped-credits": lambda n, credits: _socket(n, credits, tcp=False,
+                                                              listener_credits=credits),
 }
 
 
@@ -356,6 +362,71 @@ def test_socket_in_flight_drops_when_reader_takes_frames(tcp):
         deadline = time.monotonic() + 0.5
         while pair.writer.in_flight() and time.monotonic() < deadline:
             pair.gate.wait([pair.reader], 0.05)  # a pause without sleeping
+        assert pair.writer.in_flight() == 0
+    finally:
+        pair.close()
+
+
+# -- credits returned a few frames at a time ----------------------------------------------
+
+def test_credit_announcement_interval_is_half_the_credits_and_at_least_one():
+    assert [credit_announcement_interval(c) for c in (1, 2, 3, 4, 8, 9, 100)] == \
+        [1, 1, 1, 2, 4, 4, 50]
+
+
+def _written(pair, frames):
+    for f in frames:
+        pair.writer.write(f)
+
+
+def test_record_frames_are_announced_in_groups_and_the_rest_before_reading_more():
+    pair = _socket(1, credits=8, tcp=False, listener_credits=8)   # every 4 frames
+    try:
+        _written(pair, [RecordBatch([i]) for i in range(6)])
+        assert pair.writer.in_flight() == 6
+        for i in range(3):   # all six arrive in one read; three taken, none announced
+            assert pair.reader.poll().records == [i]
+            assert pair.writer.in_flight() == 6
+            assert pair.reader.ready_without_io()
+        assert pair.reader.poll().records == [3]    # the fourth: four credits in one word
+        assert pair.writer.in_flight() == 2
+        assert [pair.reader.poll().records for _ in range(2)] == [[4], [5]]
+        assert pair.writer.in_flight() == 2       # two owed, frames 4 and 5
+        assert pair.reader.ready_without_io()     # owed credits make the reader ready
+        assert pair.reader.poll() is None          # nothing buffered: it pays what it owes
+        assert pair.writer.in_flight() == 0
+        assert not pair.reader.ready_without_io()
+    finally:
+        pair.close()
+
+
+@pytest.mark.parametrize("other", [Watermark(7), EndOfPartition()],
+                         ids=["watermark", "end-of-partition"])
+def test_a_frame_that_is_not_records_is_announced_at_once_with_what_is_owed(other):
+    pair = _socket(1, credits=8, tcp=False, listener_credits=8)
+    try:
+        _written(pair, [RecordBatch([1]), RecordBatch([2]), other])
+        assert [pair.reader.poll().records for _ in range(2)] == [[1], [2]]
+        assert pair.writer.in_flight() == 3
+        assert pair.reader.poll() == other
+        assert pair.writer.in_flight() == 0
+    finally:
+        pair.close()
+
+
+def test_a_writer_out_of_credits_is_never_left_waiting_on_owed_credits():
+    # the reader returns credits every 4 frames, the writer has 3: it runs out with all 3
+    # taken and owed, and gets them back once the reader has nothing buffered
+    pair = _socket(1, credits=3, tcp=False, listener_credits=8)
+    try:
+        _written(pair, [RecordBatch([i]) for i in range(3)])
+        assert [pair.reader.poll().records for _ in range(3)] == [[0], [1], [2]]
+        assert pair.writer.in_flight() == 3
+        assert pair.reader.poll() is None
+        assert pair.writer.in_flight() == 0
+        _written(pair, [RecordBatch([3]), EndOfPartition()])   # would block without them
+        assert pair.next_frame().records == [3]
+        assert type(pair.next_frame()) is EndOfPartition
         assert pair.writer.in_flight() == 0
     finally:
         pair.close()
