@@ -30,6 +30,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
+from flowray.common.native import native
 from flowray.common.sentinels import MISSING
 from flowray.state.descriptors import MapStateDescriptor, StateKind
 from flowray.state.heap_backend import HeapKeyedStateBackend
@@ -51,6 +52,89 @@ def timer_state_name(service: str, domain: TimeDomain) -> str:
     """The keyed state holding one timer service's timers of ``domain``."""
     suffix = "event" if domain is TimeDomain.EVENT_TIME else "processing"
     return f"_timer_state/{suffix}_{service}"
+
+
+def _register_timers_py(timers: Iterable[Tuple[Any, int, Any, int]],
+                        live: Set[Tuple[int, Any, Any]], maps: List[Dict[Any, Any]],
+                        shared: List[Any], first: int,
+                        buckets: Dict[int, Deque[Tuple[Any, int, Any]]], times: List[int],
+                        heappush: Callable[[List[int], int], None],
+                        put: Callable[[Any, int, int, Any], None]) -> Optional[Tuple[Any, int]]:
+    """Add each ``(key, key group, namespace, timestamp)`` of ``timers`` not in ``live``
+    to ``live``, to its timestamp's FIFO in ``buckets`` (a new FIFO's timestamp pushed on
+    ``times`` with ``heappush``) and to the timer state: straight into the heap's dicts
+    (``maps[key group - first][key][(timestamp, namespace)] = None``) where ``shared``
+    of that offset is None, through ``put(key, key group, timestamp, namespace)``
+    otherwise (an offset out of range too). Gives the (key, key group) of the last new
+    timer when it went into the dicts, None when it went through ``put`` or none was new.
+    (The C half is ``flowray.operators._timers.register_timers``.)"""
+    groups = len(maps)
+    last: Any = None
+    bucket: Any = None
+    newest: Optional[Tuple[Any, int]] = None
+    for key, key_group, namespace, timestamp in timers:
+        entry = (timestamp, key, namespace)
+        if entry in live:
+            continue
+        off = key_group - first
+        if 0 <= off < groups and shared[off] is None:
+            m = maps[off]
+            d = m.get(key)
+            if d is None:
+                m[key] = {(timestamp, namespace): None}
+            else:
+                d[(timestamp, namespace)] = None
+            newest = (key, key_group)
+        else:
+            put(key, key_group, timestamp, namespace)
+            newest = None
+        live.add(entry)
+        if bucket is None or timestamp != last:  # _TimerQueue.add, inlined
+            bucket = buckets.get(timestamp)
+            if bucket is None:
+                bucket = buckets[timestamp] = deque()
+                heappush(times, timestamp)
+            last = timestamp
+        bucket.append((key, key_group, namespace))
+    return newest
+
+
+def _take_due_timers_py(timestamp: int, timers: List[Tuple[Any, int, Any]],
+                        live: Set[Tuple[int, Any, Any]], maps: List[Dict[Any, Any]],
+                        shared: List[Any], first: int,
+                        remove: Callable[[Any, int, int, Any], None]
+                        ) -> List[Tuple[Any, int, Any]]:
+    """The ``(key, key group, namespace)`` of ``timers`` (one timestamp's FIFO, taken out
+    of the queue) still in ``live``, in order, each taken out of ``live`` and of the timer
+    state: of the heap's dicts where ``shared`` of its offset is None (a key left without
+    timers leaves its dict), through ``remove(key, key group, timestamp, namespace)``
+    otherwise. (The C half is ``flowray.operators._timers.take_due_timers``.)"""
+    groups = len(maps)
+    due: List[Tuple[Any, int, Any]] = []
+    for timer in timers:
+        key, kg, ns = timer
+        entry = (timestamp, key, ns)
+        if entry not in live:
+            continue  # deleted
+        live.discard(entry)
+        due.append(timer)
+        off = kg - first
+        if 0 <= off < groups and shared[off] is None:  # HeapMapState.remove
+            m = maps[off]
+            d = m.get(key)
+            if d is not None and d.pop((timestamp, ns), MISSING) is not MISSING and not d:
+                del m[key]
+        else:
+            remove(key, kg, timestamp, ns)
+    return due
+
+
+# the C halves of the two above (operators/_timers.c), or the twins
+_timers: Any = native("flowray.operators._timers")
+_register_timers = (_timers.register_timers if _timers is not None
+                    else _register_timers_py)
+_take_due_timers = (_timers.take_due_timers if _timers is not None
+                    else _take_due_timers_py)
 
 
 class _TimerQueue:
@@ -181,42 +265,29 @@ class InternalTimerService:
         namespace, timestamp)`` each, keys as the backend stores them and timestamps as
         ints. The same as making each key current and calling
         :meth:`register_event_time_timer`; the key of the last new timer stays current."""
-        set_key, live, put = self._backend.set_current_key, self._event_live, \
-            self._event_state.put
-        queue = self._event_queue
-        buckets, times, push = queue.buckets, queue.times, heapq.heappush
-        last, bucket = None, None
-        table = self._event_table
-        if table is not None:  # the heap: its dicts written here, as HeapMapState.put
+        queue, table = self._event_queue, self._event_table
+        if table is not None:  # the heap: its dicts written there, as HeapMapState.put
             maps, shared = table.maps, table.shared
-            first, groups = self._backend.key_group_range.start, len(table.maps)
-        newest: Optional[Tuple[Any, int]] = None
-        for key, key_group, namespace, timestamp in timers:
-            entry = (timestamp, key, namespace)
-            if entry in live:
-                continue
-            off = key_group - first if table is not None else -1
-            if 0 <= off < groups and shared[off] is None:
-                d = maps[off].get(key)
-                if d is None:
-                    maps[off][key] = {(timestamp, namespace): None}
-                else:
-                    d[(timestamp, namespace)] = None
-                newest = (key, key_group)
-            else:  # not the heap, out of range (set_key says so) or held by a snapshot
-                set_key(key, key_group)
-                put((timestamp, namespace), None)
-                newest = None
-            live.add(entry)
-            if timestamp != last:  # _TimerQueue.add, inlined
-                bucket = buckets.get(timestamp)
-                if bucket is None:
-                    bucket = buckets[timestamp] = deque()
-                    push(times, timestamp)
-                last = timestamp
-            bucket.append((key, key_group, namespace))
+            first = self._backend.key_group_range.start
+        else:
+            maps, shared, first = [], [], 0
+        newest = _register_timers(timers, queue.live, maps, shared, first, queue.buckets,
+                                  queue.times, heapq.heappush, self._put_event_timer)
         if newest is not None:
-            set_key(*newest)
+            self._backend.set_current_key(*newest)
+
+    def _put_event_timer(self, key: Any, key_group: int, timestamp: int,
+                         namespace: Any) -> None:
+        """A timer into the state through the backend: not the heap, a key group out of
+        range (``set_current_key`` says so) or held by a pending snapshot."""
+        self._backend.set_current_key(key, key_group)
+        self._event_state.put((timestamp, namespace), None)
+
+    def _remove_event_timer(self, key: Any, key_group: int, timestamp: int,
+                            namespace: Any) -> None:
+        """A fired timer out of the state through the backend (as ``_put_event_timer``)."""
+        self._backend.set_current_key(key, key_group)
+        self._event_state.remove((timestamp, namespace))
 
     def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
         if self._register(TimeDomain.PROCESSING_TIME, namespace, timestamp):
@@ -264,36 +335,21 @@ class InternalTimerService:
         """``_fire_until`` of event time through the batch callback: each due timestamp's
         live timers taken out of the queue and the state, then handed over at once."""
         queue, callback = self._event_queue, self._on_event_time_batch
-        live = queue.live
-        table = self._event_table
-        set_key, remove = self._backend.set_current_key, self._event_state.remove
+        live, table = queue.live, self._event_table
         if table is not None:
             maps, shared = table.maps, table.shared
-            first, groups = self._backend.key_group_range.start, len(table.maps)
+            first = self._backend.key_group_range.start
+        else:
+            maps, shared, first = [], [], 0
+        remove = self._remove_event_timer
         while True:
             next_due = queue.due(time)
             if next_due is None:
                 return
             ts, bucket = next_due
-            due: List[Tuple[Any, int, Any]] = []
-            while bucket:
-                timer = bucket.popleft()
-                key, kg, ns = timer
-                entry = (ts, key, ns)
-                if entry not in live:
-                    continue  # deleted
-                live.discard(entry)
-                due.append(timer)
-                off = kg - first if table is not None else -1
-                if 0 <= off < groups and shared[off] is None:  # HeapMapState.remove
-                    m = maps[off]
-                    d = m.get(key)
-                    if d is not None and d.pop((ts, ns), MISSING) is not MISSING and not d:
-                        del m[key]
-                else:
-                    set_key(key, kg)
-                    remove((ts, ns))
-            callback(ts, due)
+            timers = list(bucket)   # nothing adds to it before the callback
+            bucket.clear()
+            callback(ts, _take_due_timers(ts, timers, live, maps, shared, first, remove))
 
     def advance_watermark(self, watermark: int) -> None:
         """Event time reached ``watermark``: fire every event-time timer at or before it."""

@@ -158,7 +158,7 @@ def test_field_sum_pickles_as_the_call_that_builds_it():
 
 def test_the_suites_pass_with_the_pure_python_twins_alone():
     """The tests of what has a C half (rows, type conversions, the keyed sum and fold, key
-    groups, windows' folds, the RocksDB cache's fold; and this file's) in a process where FLOWRAY_PURE_PYTHON=1 leaves every C half
+    groups, windows' folds, timers' batch paths, the RocksDB cache's fold; and this file's) in a process where FLOWRAY_PURE_PYTHON=1 leaves every C half
     unused."""
     env = dict(os.environ, FLOWRAY_PURE_PYTHON="1")
     check = ("from flowray.common import types; from flowray.operators import keyed; "
@@ -166,6 +166,7 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
              "from flowray.operators.windowing import aligned_panes; "
              "assert not types.C_ROWS and keyed._keyed is None and not key_groups._NATIVE; "
              "assert aligned_panes._windows is None; "
+             "from flowray.operators import timers; assert timers._timers is None; "
              "from flowray.state.rocksdb import value_accessor; "
              "assert value_accessor._value_cache is None; "
              "assert type(keyed.field_aggregator('sum', 1)).__name__ == 'function'")
@@ -177,6 +178,7 @@ def test_the_suites_pass_with_the_pure_python_twins_alone():
              "tests/unit/state/test_key_group_batch.py", "tests/unit/state/test_heap_cow.py",
              "tests/unit/state/test_heap_cow_operators.py",
              "tests/unit/operators/test_window_operator.py", "tests/unit/operators/windowing",
+             "tests/unit/operators/test_timers.py",
              "tests/unit/state/test_rocksdb_batching.py",
              "tests/unit/state/test_rocksdb_value_accessor.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -552,3 +554,97 @@ def test_the_cached_fold_in_c_is_its_python_twin():
     with pytest.raises(TypeError, match="dirty a set or None"):
         _value_cache.fold_cached([], [], 0, 2, first, total, {}, [], va._ABSENT, va._Stored)
     assert va._fold_cached is _value_cache.fold_cached
+
+
+_timers = native("flowray.operators._timers")
+
+
+def _timer_world(first):
+    """A timer service's queue and heap dicts, as the batch paths see them: live timers,
+    FIFOs per timestamp, key-group dicts (one held by a snapshot), and what went through
+    the backend's own path."""
+    import collections
+    maps = [{"a": {(5, "w"): None}}, {"b": None}, {}]
+    shared = [None, None, object()]   # key group first + 2: held by a pending snapshot
+    live = {(5, "a", "w")}
+    buckets = {5: collections.deque([("a", first, "w")])}
+    times = [5]
+    return {"live": live, "maps": maps, "shared": shared, "buckets": buckets,
+            "times": times, "calls": [], "pushes": []}
+
+
+def _timer_state(w):
+    return (w["live"], w["maps"], {t: list(b) for t, b in w["buckets"].items()},
+            w["times"], w["calls"], w["pushes"])
+
+
+@pytest.mark.skipif(_timers is None, reason="the C halves are not built here")
+def test_the_timer_batch_paths_in_c_are_their_python_twins():
+    """register_timers and take_due_timers against _register_timers_py and
+    _take_due_timers_py: the same result and the same live set, FIFOs, heap pushes, dicts
+    and calls through the backend's path after, for timers already live and repeated in
+    the batch, keys with and without timers (and a None where a key's dict would be),
+    timestamps that come back after another (an existing FIFO), key groups held by a
+    snapshot or out of range (the backend's path), key groups that start past 0, a
+    backend path that fails mid-batch, and fired timers that were deleted or leave their
+    key without timers."""
+    import heapq
+    import random
+
+    from flowray.operators import timers as tm
+    rng = random.Random(5)
+
+    class Boom(Exception):
+        pass
+
+    for first in (0, 3):
+        for fail_at in (None, 4):
+            batches = []
+            for _ in range(30):
+                n = rng.randrange(0, 12)
+                batches.append([(rng.choice(["a", "b", "c", 7]),
+                                 first + rng.randrange(-1, 4),   # -1 and 3: out of range
+                                 rng.choice(["w", "v"]), rng.choice([5, 9, 12]))
+                                for _ in range(n)])
+            batches.append([("a", first, "w", 5)] * 3)   # live already, repeated
+            states = {}
+            for name, register, take in (
+                    ("c", _timers.register_timers, _timers.take_due_timers),
+                    ("py", tm._register_timers_py, tm._take_due_timers_py)):
+                w = _timer_world(first)
+                outcomes = []
+
+                def put(key, kg, ts, ns, w=w):
+                    w["calls"].append(("put", key, kg, ts, ns))
+                    if fail_at is not None and len(w["calls"]) == fail_at:
+                        raise Boom()
+
+                def remove(key, kg, ts, ns, w=w):
+                    w["calls"].append(("remove", key, kg, ts, ns))
+
+                def push(times, ts, w=w):
+                    w["pushes"].append(ts)
+                    heapq.heappush(times, ts)
+
+                for i, batch in enumerate(batches):
+                    outcomes.append(_outcome(register, batch, w["live"], w["maps"],
+                                             w["shared"], first, w["buckets"], w["times"],
+                                             push, put))
+                    if i % 7 == 6:   # a timestamp fires: its FIFO taken, some deleted
+                        ts = w["times"][0]
+                        fifo = list(w["buckets"][ts])
+                        w["buckets"][ts].clear()
+                        for timer in fifo[::3]:
+                            w["live"].discard((ts, timer[0], timer[2]))
+                        outcomes.append(_outcome(take, ts, fifo, w["live"], w["maps"],
+                                                 w["shared"], first, remove))
+                states[name] = (outcomes, _timer_state(w))
+            assert states["c"] == states["py"], (first, fail_at)
+            assert any(o[0] == "raises" for o in states["py"][0]) == (fail_at is not None)
+    assert tm._register_timers is _timers.register_timers
+    assert tm._take_due_timers is _timers.take_due_timers
+    with pytest.raises(TypeError, match="live must be a set"):
+        _timers.register_timers([], [], [], [], 0, {}, [], heapq.heappush, print)
+    with pytest.raises(ValueError, match="key, key group, namespace, timestamp"):
+        _timers.register_timers([("a", 0, "w")], set(), [{}], [None], 0, {}, [],
+                                heapq.heappush, print)
