@@ -36,19 +36,110 @@ writable_map(PyObject *maps, PyObject *shared, Py_ssize_t first, PyObject *kg, i
     return m;
 }
 
-/* bucket.extend(pending) and pending cleared; -1 on an error */
+/* The FIFOs a batch appends to, a few at a time (a sliding window's new panes alternate
+ * between the ends of its windows): per FIFO its timestamp and the timers for it, added
+ * in one extend when the slot is reused or the batch ends. Order within a FIFO is the
+ * batch's; different FIFOs are independent. */
+#define FIFO_SLOTS 4
+typedef struct {
+    PyObject *ts;        /* NULL: the slot is free */
+    PyObject *bucket;
+    PyObject *pending;   /* a list */
+} FifoSlot;
+
+/* slot's pending timers into its FIFO, and the slot freed; -1 on an error (freed too) */
 static int
-flush_pending(PyObject *bucket, PyObject *pending)
+slot_flush(FifoSlot *slot)
 {
-    if (bucket == NULL || PyList_GET_SIZE(pending) == 0) {
-        return 0;
+    int err = 0;
+    if (slot->ts != NULL && PyList_GET_SIZE(slot->pending) > 0) {
+        PyObject *r = PyObject_CallMethod(slot->bucket, "extend", "O", slot->pending);
+        if (r == NULL) {
+            err = -1;
+        }
+        Py_XDECREF(r);
     }
-    PyObject *r = PyObject_CallMethod(bucket, "extend", "O", pending);
-    if (r == NULL) {
-        return -1;
+    Py_CLEAR(slot->ts);
+    Py_CLEAR(slot->bucket);
+    Py_CLEAR(slot->pending);
+    return err;
+}
+
+/* every slot flushed; on an error the first error is kept and the rest still flushed */
+static int
+slots_flush(FifoSlot *slots)
+{
+    int err = 0;
+    for (int j = 0; j < FIFO_SLOTS; j++) {
+        if (err) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            if (slot_flush(&slots[j]) < 0) {
+                PyErr_Clear();
+            }
+            PyErr_Restore(type, value, tb);
+        }
+        else if (slot_flush(&slots[j]) < 0) {
+            err = -1;
+        }
     }
-    Py_DECREF(r);
-    return PyList_SetSlice(pending, 0, PyList_GET_SIZE(pending), NULL);
+    return err;
+}
+
+/* the pending list of ts's FIFO (borrowed; the FIFO made and its timestamp pushed on
+ * `times` when new), or NULL on an error */
+static PyObject *
+slot_for(FifoSlot *slots, int *next, PyObject *ts, PyObject *buckets, PyObject *times,
+         PyObject *heappush, PyObject *deque_type)
+{
+    for (int j = 0; j < FIFO_SLOTS; j++) {
+        if (slots[j].ts == NULL) {
+            continue;
+        }
+        int same = slots[j].ts == ts ? 1 : PyObject_RichCompareBool(ts, slots[j].ts, Py_EQ);
+        if (same < 0) {
+            return NULL;
+        }
+        if (same) {
+            return slots[j].pending;
+        }
+    }
+    FifoSlot *slot = &slots[*next];
+    *next = (*next + 1) % FIFO_SLOTS;
+    if (slot_flush(slot) < 0) {
+        return NULL;
+    }
+    PyObject *b = PyDict_GetItemWithError(buckets, ts);   /* _TimerQueue.add */
+    if (b != NULL) {
+        Py_INCREF(b);
+    }
+    else {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        b = PyObject_CallNoArgs(deque_type);
+        if (b == NULL || PyDict_SetItem(buckets, ts, b) < 0) {
+            Py_XDECREF(b);
+            return NULL;
+        }
+        PyObject *hargs[2] = {times, ts};
+        PyObject *r = PyObject_Vectorcall(heappush, hargs, 2, NULL);
+        if (r == NULL) {
+            Py_DECREF(b);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    PyObject *pending = PyList_New(0);
+    if (pending == NULL) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    Py_INCREF(ts);
+    slot->ts = ts;
+    slot->bucket = b;
+    slot->pending = pending;
+    return pending;
 }
 
 PyDoc_STRVAR(register_timers_doc,
@@ -81,9 +172,11 @@ register_timers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (seq == NULL) {
         return NULL;
     }
-    PyObject *pending = PyList_New(0);   /* timers for `bucket`, appended in one extend */
-    PyObject *bucket = NULL, *last = NULL, *newest = NULL, *result = NULL;
-    if (pending == NULL) {
+    FifoSlot slots[FIFO_SLOTS] = {{0}};
+    int next_slot = 0;
+    PyObject *newest = NULL, *result = NULL;
+    PyObject *deque_type = PyObject_GetAttrString(module, "_deque");
+    if (deque_type == NULL) {
         goto done;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -161,53 +254,16 @@ register_timers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (added < 0) {
             goto done;
         }
-        int same = 0;
-        if (bucket != NULL) {
-            same = PyObject_RichCompareBool(ts, last, Py_EQ);
-            if (same < 0) {
-                goto done;
-            }
-        }
-        if (!same) {   /* _TimerQueue.add: the FIFO of ts */
-            if (flush_pending(bucket, pending) < 0) {
-                goto done;
-            }
-            Py_CLEAR(bucket);
-            PyObject *b = PyDict_GetItemWithError(buckets, ts);
-            if (b != NULL) {
-                Py_INCREF(b);
-            }
-            else {
-                if (PyErr_Occurred()) {
-                    goto done;
-                }
-                PyObject *deque_type = PyObject_GetAttrString(module, "_deque");
-                b = deque_type == NULL ? NULL : PyObject_CallNoArgs(deque_type);
-                Py_XDECREF(deque_type);
-                if (b == NULL || PyDict_SetItem(buckets, ts, b) < 0) {
-                    Py_XDECREF(b);
-                    goto done;
-                }
-                PyObject *hargs[2] = {times, ts};
-                PyObject *r = PyObject_Vectorcall(heappush, hargs, 2, NULL);
-                if (r == NULL) {
-                    Py_DECREF(b);
-                    goto done;
-                }
-                Py_DECREF(r);
-            }
-            bucket = b;
-            Py_INCREF(ts);
-            Py_XSETREF(last, ts);
-        }
-        PyObject *timer = PyTuple_Pack(3, key, kg, ns);
+        PyObject *pending = slot_for(slots, &next_slot, ts, buckets, times, heappush,
+                                     deque_type);
+        PyObject *timer = pending == NULL ? NULL : PyTuple_Pack(3, key, kg, ns);
         if (timer == NULL || PyList_Append(pending, timer) < 0) {
             Py_XDECREF(timer);
             goto done;
         }
         Py_DECREF(timer);
     }
-    if (flush_pending(bucket, pending) < 0) {
+    if (slots_flush(slots) < 0) {
         goto done;
     }
     if (newest != NULL) {
@@ -219,19 +275,12 @@ register_timers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(result);
     }
 done:
-    if (result == NULL && pending != NULL) {
-        /* what went into `live` before the error goes into its FIFO too, as the twin's */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (flush_pending(bucket, pending) < 0) {
-            PyErr_Clear();
-        }
-        PyErr_Restore(type, value, tb);
+    /* what went into `live` before an error goes into its FIFO too, as the twin's */
+    if (result == NULL) {
+        slots_flush(slots);
     }
+    Py_XDECREF(deque_type);
     Py_XDECREF(newest);
-    Py_XDECREF(bucket);
-    Py_XDECREF(last);
-    Py_XDECREF(pending);
     Py_DECREF(seq);
     return result;
 }
