@@ -238,8 +238,7 @@ register_timers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         else {
-            /* the backend's own path may touch the buckets' state only through the
-             * state, not the queue: pending timers stay pending */
+            /* the backend's own path (it writes the state, never the FIFOs) */
             PyObject *pargs[4] = {key, kg, ts, ns};
             PyObject *r = PyObject_Vectorcall(put, pargs, 4, NULL);
             if (r == NULL) {

@@ -265,16 +265,21 @@ class InternalTimerService:
         namespace, timestamp)`` each, keys as the backend stores them and timestamps as
         ints. The same as making each key current and calling
         :meth:`register_event_time_timer`; the key of the last new timer stays current."""
-        queue, table = self._event_queue, self._event_table
-        if table is not None:  # the heap: its dicts written there, as HeapMapState.put
-            maps, shared = table.maps, table.shared
-            first = self._backend.key_group_range.start
-        else:
-            maps, shared, first = [], [], 0
+        queue = self._event_queue
+        maps, shared, first = self._event_timer_dicts()
         newest = _register_timers(timers, queue.live, maps, shared, first, queue.buckets,
                                   queue.times, heapq.heappush, self._put_event_timer)
         if newest is not None:
             self._backend.set_current_key(*newest)
+
+    def _event_timer_dicts(self) -> Tuple[List[Dict[Any, Any]], List[Any], int]:
+        """What the batch paths write event-time timers into directly: the heap's
+        key-group dicts, which of them a pending snapshot holds, and the first key group
+        (HeapMapState's put and remove); nothing off the heap (all through the backend)."""
+        table = self._event_table
+        if table is None:
+            return [], [], 0
+        return table.maps, table.shared, self._backend.key_group_range.start
 
     def _put_event_timer(self, key: Any, key_group: int, timestamp: int,
                          namespace: Any) -> None:
@@ -335,13 +340,8 @@ class InternalTimerService:
         """``_fire_until`` of event time through the batch callback: each due timestamp's
         live timers taken out of the queue and the state, then handed over at once."""
         queue, callback = self._event_queue, self._on_event_time_batch
-        live, table = queue.live, self._event_table
-        if table is not None:
-            maps, shared = table.maps, table.shared
-            first = self._backend.key_group_range.start
-        else:
-            maps, shared, first = [], [], 0
-        remove = self._remove_event_timer
+        live, remove = queue.live, self._remove_event_timer
+        maps, shared, first = self._event_timer_dicts()
         while True:
             next_due = queue.due(time)
             if next_due is None:

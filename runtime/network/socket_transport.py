@@ -73,8 +73,8 @@ from flowray.runtime.network.elements import (
 from flowray.runtime.network.tls import TlsSettings, client_context, server_context
 
 __all__ = ["SocketListener", "SocketChannelWriter", "SocketChannelReader", "SocketInputGate",
-           "connect_channel", "credit_announcement_interval", "HandshakeError", "HANDSHAKE_TIMEOUT_S", "encode_hello",
-           "decode_hello", "remove_stale_sockets"]
+           "connect_channel", "credit_announcement_interval", "HandshakeError",
+           "HANDSHAKE_TIMEOUT_S", "encode_hello", "decode_hello", "remove_stale_sockets"]
 
 log = logging.getLogger(__name__)
 
@@ -654,8 +654,9 @@ class SocketChannelReader(ChannelReader):
 
     def ready_without_io(self) -> bool:
         """Whether :meth:`poll` has something without the socket becoming readable:
-        whole frames buffered, the end seen, or (TLS) decrypted bytes inside the TLS
-        layer that a selector cannot see."""
+        whole frames buffered, the end seen, credits owed or not sent yet (the next poll
+        sends them), or (TLS) decrypted bytes inside the TLS layer that a selector cannot
+        see."""
         return (self.has_frames() or self._eof or bool(self._credit_out)
                 or self._unannounced > 0 or (self._tls and self.sock.pending() > 0))
 
