@@ -3,7 +3,8 @@
  * _fold_sliding are its pure-Python twins, and their contract is fold_aligned's).
  *
  * fold_aligned folds a batch of records into the panes of tumbling or sliding event-time
- * windows kept in the heap backend's dicts, and gives the panes it created; the user's
+ * windows kept in the heap backend's dicts (window first: maps[key group][window][key] ->
+ * contents, flowray.state.heap_table.NamespaceFirstTable), and gives the panes it created; the user's
  * functions (fold, combine) and the window cache (window) are called as the twins call
  * them. Timestamps it cannot do in 64-bit arithmetic (not an int, or too near the ends of
  * int64) make it give None before it touches anything: the caller then runs the twin.
@@ -77,13 +78,40 @@ window_at(PyObject *windows, PyObject *window, long long s)
 /* how combine folds a record into contents that are not None (fold_aligned's `how`) */
 enum { CONTENTS_FIRST = 0, RECORD_FIRST = 1, APPEND = 2 };
 
-/* fold record r into pane w of `panes` (a key's dict of panes); -1 on an error. A pane
- * created is appended to `created` as (k, kg, w). */
-static int
-fold_pane(PyObject *panes, PyObject *w, Py_hash_t whash, PyObject *r, PyObject *k,
-          PyObject *kg, PyObject *fold, PyObject *combine, int how, PyObject *created)
+/* the dict of keys of window w in the key group's dict m (borrowed), made and put in m
+ * first if m has none (or None) for w, as the twins' m.get(w) and m[w] = {}; NULL on an
+ * error */
+static PyObject *
+keys_of_window(PyObject *m, PyObject *w, Py_hash_t whash)
 {
-    PyObject *cur = _PyDict_GetItem_KnownHash(panes, w, whash);
+    PyObject *d = _PyDict_GetItem_KnownHash(m, w, whash);
+    if (d == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (d != NULL && d != Py_None) {
+        if (!PyDict_Check(d)) {   /* as the twins' d.get(k) on what is not a dict */
+            PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute 'get'",
+                         Py_TYPE(d)->tp_name);
+            return NULL;
+        }
+        return d;
+    }
+    d = PyDict_New();
+    if (d == NULL) {
+        return NULL;
+    }
+    int err = _PyDict_SetItem_KnownHash(m, w, d, whash);
+    Py_DECREF(d);   /* m holds it */
+    return err < 0 ? NULL : d;
+}
+
+/* fold record r into key k's contents in `keyed` (window w's dict of key -> contents, of
+ * key group kg); -1 on an error. A pane created is appended to `created` as (k, kg, w). */
+static int
+fold_pane(PyObject *keyed, PyObject *k, Py_hash_t khash, PyObject *r, PyObject *kg,
+          PyObject *w, PyObject *fold, PyObject *combine, int how, PyObject *created)
+{
+    PyObject *cur = _PyDict_GetItem_KnownHash(keyed, k, khash);
     PyObject *value;
     if (cur == NULL) {
         if (PyErr_Occurred()) {
@@ -118,8 +146,25 @@ fold_pane(PyObject *panes, PyObject *w, Py_hash_t whash, PyObject *r, PyObject *
     if (value == NULL) {
         return -1;
     }
-    int err = _PyDict_SetItem_KnownHash(panes, w, value, whash);
+    int err = _PyDict_SetItem_KnownHash(keyed, k, value, khash);
     Py_DECREF(value);
+    return err;
+}
+
+/* fold r into key k's pane of window w in key group dict m (window first); -1 on an
+ * error */
+static int
+fold_into_window(PyObject *m, PyObject *w, Py_hash_t whash, PyObject *k, Py_hash_t khash,
+                 PyObject *r, PyObject *kg, PyObject *fold, PyObject *combine, int how,
+                 PyObject *created)
+{
+    PyObject *keyed = keys_of_window(m, w, whash);
+    if (keyed == NULL) {
+        return -1;
+    }
+    Py_INCREF(keyed);   /* the user's functions may change m */
+    int err = fold_pane(keyed, k, khash, r, kg, w, fold, combine, how, created);
+    Py_DECREF(keyed);
     return err;
 }
 
@@ -182,7 +227,8 @@ PyDoc_STRVAR(fold_aligned_doc,
 "             windows, window, fold, combine, how) -> list of (key, key group, window),\n"
 "             or None\n\n"
 "AlignedPanes._fold_tumbling (size == slide) or _fold_sliding: fold each record into its\n"
-"windows' panes in maps[key group][key] (a dict of window -> contents), latest window\n"
+"windows' panes in maps[key group][window][key] (window first: a key group's dict of\n"
+"window -> {key: contents}, a window's dict made when it has none), latest window\n"
 "first, with fold(None, r) for a new pane; for contents that are not None, by how:\n"
 "0: combine(contents, r) (a reduce function), 1: combine(r, contents) (an aggregate\n"
 "function's add), each when combine is not None; 2: contents.append(r) when the contents\n"
@@ -281,67 +327,34 @@ fold_aligned(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (m == NULL) {
             goto fail;
         }
-        PyObject *panes = PyDict_GetItemWithError(m, k);   /* None is no panes, as .get */
-        if (panes == NULL && PyErr_Occurred()) {
+        Py_hash_t khash = PyObject_Hash(k);
+        if (khash == -1) {
             goto fail;
         }
-        if (panes == Py_None) {
-            panes = NULL;
-        }
+        Py_INCREF(m);   /* the user's functions may replace maps[kg] */
         if (tumbling) {
-            if (panes == NULL) {   /* a new key: {w: fold(None, r)} */
-                PyObject *entry = PyTuple_Pack(3, k, kg, w);
-                if (entry == NULL || PyList_Append(created, entry) < 0) {
-                    Py_XDECREF(entry);
-                    goto fail;
-                }
-                Py_DECREF(entry);
-                PyObject *fargs[2] = {Py_None, r};
-                PyObject *value = PyObject_Vectorcall(fold, fargs, 2, NULL);
-                if (value == NULL) {
-                    goto fail;
-                }
-                PyObject *d = PyDict_New();
-                int err = d == NULL || _PyDict_SetItem_KnownHash(d, w, value, whash) < 0
-                          || PyDict_SetItem(m, k, d) < 0;
-                Py_DECREF(value);
-                Py_XDECREF(d);
-                if (err) {
-                    goto fail;
-                }
-                continue;
-            }
-            Py_INCREF(panes);
-            int err = fold_pane(panes, w, whash, r, k, kg, fold, combine, how, created);
-            Py_DECREF(panes);
+            int err = fold_into_window(m, w, whash, k, khash, r, kg, fold, combine, how,
+                                       created);
+            Py_DECREF(m);
             if (err < 0) {
                 goto fail;
             }
             continue;
-        }
-        if (panes == NULL) {   /* sliding: m[k] = {} first */
-            panes = PyDict_New();
-            if (panes == NULL || PyDict_SetItem(m, k, panes) < 0) {
-                Py_XDECREF(panes);
-                goto fail;
-            }
-        }
-        else {
-            Py_INCREF(panes);
         }
         int j = 0;
         for (long long s = first; s > ts[i] - size; s -= slide, j++) {
             Py_hash_t sh;
             PyObject *sw = window_run_get(&run, windows, window, first, slide, j, &sh);
             int err = sw == NULL ? -1
-                      : fold_pane(panes, sw, sh, r, k, kg, fold, combine, how, created);
+                      : fold_into_window(m, sw, sh, k, khash, r, kg, fold, combine, how,
+                                         created);
             Py_XDECREF(sw);
             if (err < 0) {
-                Py_DECREF(panes);
+                Py_DECREF(m);
                 goto fail;
             }
         }
-        Py_DECREF(panes);
+        Py_DECREF(m);
     }
     Py_XDECREF(w);
     result = created;

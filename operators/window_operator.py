@@ -20,7 +20,6 @@ from flowray.common.constants import MAX_WATERMARK, MIN_WATERMARK
 from flowray.state.descriptors import (
     MapStateDescriptor,
     StateDescriptor,
-    StateKind,
     ValueStateDescriptor,
 )
 from flowray.state.heap_backend import HeapKeyedStateBackend
@@ -255,6 +254,10 @@ class WindowOperator(OneInputOperator):
         self._backend = backend
         self._key_of = adapt_function(self.key_selector, "get_key", self.name)
         self._runtime_context = ctx.runtime_context(self.name)
+        # on the heap the panes are kept window first (per key group: window -> key ->
+        # contents), so that a record looks up its window among the few live ones first
+        self._heap_contents = (backend.namespace_first_table(self.CONTENTS)
+                               if isinstance(backend, HeapKeyedStateBackend) else None)
         self._contents_state = backend.get_partitioned_state(MapStateDescriptor(self.CONTENTS))
         self._merging = isinstance(self.assigner, MergingWindowAssigner)
         self._merging_state = (backend.get_partitioned_state(
@@ -275,8 +278,6 @@ class WindowOperator(OneInputOperator):
                          if not self._merging and AlignedPanes.applies(self.assigner,
                                                                        self.trigger)
                          else None)
-        self._heap_contents = (backend.get_state_table(self.CONTENTS, StateKind.MAP)
-                               if isinstance(backend, HeapKeyedStateBackend) else None)
         self._assign_key_group = KeyGroupAssigner(backend.max_parallelism)
         on_event_time = (self._on_event_time if self._aligned is None
                          else self._on_aligned_event_time)
@@ -419,20 +420,20 @@ class WindowOperator(OneInputOperator):
         ``window``; on the heap backend straight into its dicts (the per-record path)."""
         fold = self.contents.add
         backend = self._backend
-        if isinstance(backend, HeapKeyedStateBackend):
-            table = backend.get_state_table(self.CONTENTS, StateKind.MAP)
+        table = self._heap_contents
+        if table is not None:
             maps, shared = table.maps, table.shared
 
             def add_on_heap(window: Any, record: Any) -> None:
                 off = backend._current_offset
                 m = maps[off]
-                key = backend._current_key
-                panes = m.get(key)
+                keyed = m.get(window)
                 if shared[off] is not None:  # copy-on-write while a snapshot is pending
-                    m, panes = table.for_change(off, key, panes)
-                if panes is None:
-                    panes = m[key] = {}
-                panes[window] = fold(panes.get(window), record)
+                    m, keyed = table.for_change(off, window, keyed)
+                if keyed is None:
+                    keyed = m[window] = {}
+                key = backend._current_key
+                keyed[key] = fold(keyed.get(key), record)
             return add_on_heap
         state = self._contents_state
 
@@ -668,15 +669,15 @@ class WindowOperator(OneInputOperator):
 
 
 def _pop_pane(table: Any, off: int, key: Any, window: Any) -> Any:
-    """``key``'s contents of ``window`` taken out of the heap's window table (None if it
-    has none), copying on write what a pending snapshot holds."""
+    """``key``'s contents of ``window`` taken out of the heap's window table (window
+    first; None if it has none), copying on write what a pending snapshot holds."""
     m = table.maps[off]
-    panes = m.get(key)
-    if panes is None or window not in panes:
+    keyed = m.get(window)
+    if keyed is None or key not in keyed:
         return None
     if table.shared[off] is not None:  # copy-on-write while a snapshot is pending
-        m, panes = table.for_change(off, key, panes)
-    contents = panes.pop(window)
-    if not panes:
-        del m[key]
+        m, keyed = table.for_change(off, window, keyed)
+    contents = keyed.pop(key)
+    if not keyed:
+        del m[window]
     return contents

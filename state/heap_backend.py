@@ -29,7 +29,7 @@ from flowray.state.full_snapshot import (  # the state pickles, defined there
     open_full_snapshot,
 )
 from flowray.state.heap_snapshot import HeapSnapshotWriter
-from flowray.state.heap_table import SnapshotRegistry, StateTable
+from flowray.state.heap_table import NamespaceFirstTable, SnapshotRegistry, StateTable
 from flowray.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from flowray.state.key_types import PLAIN_KEY_TYPES, canonical_key
 from flowray.state.keyed_backend import (
@@ -217,6 +217,89 @@ class HeapMapState(_HeapState, MapState):
         return not self._peek_entries()
 
 
+class NamespaceFirstMapState(MapState):
+    """A map state (per key: namespace -> value) over a :class:`NamespaceFirstTable`:
+    the same contract as :class:`HeapMapState`, its values kept namespace first."""
+
+    __slots__ = ("_backend", "_table")
+
+    def __init__(self, backend: "HeapKeyedStateBackend", table: NamespaceFirstTable) -> None:
+        self._backend = backend
+        self._table = table
+
+    def _namespaces(self) -> Dict[Any, Dict[Any, Any]]:
+        """The current key group's dict ``namespace -> {key: value}`` (for reading)."""
+        return self._table.maps[self._backend._current_offset]
+
+    def _for_change(self, namespace: Any) -> Tuple[Dict[Any, Any], Any]:
+        """The current key group's dict and ``namespace``'s dict of keys in it (None if it
+        has none), both safe to change in place."""
+        t, off = self._table, self._backend._current_offset
+        m = t.maps[off]
+        keyed = m.get(namespace)
+        if t.shared[off] is not None:
+            m = t.writable(off)
+            if keyed is not None:
+                keyed = t.private(off, namespace, keyed)
+        return m, keyed
+
+    def get(self, key: Any) -> Any:
+        b, t = self._backend, self._table
+        off = b._current_offset
+        keyed = t.maps[off].get(key)
+        if keyed is None:
+            return None
+        if t.shared[off] is not None:  # handed out: the caller may change it in place
+            keyed = t.private(off, key, keyed)
+        return keyed.get(b._current_key)
+
+    def put(self, key: Any, value: Any) -> None:
+        m, keyed = self._for_change(key)
+        if keyed is None:
+            keyed = m[key] = {}
+        keyed[self._backend._current_key] = value
+
+    def put_all(self, dict_value: dict) -> None:
+        for k, v in dict_value.items():
+            self.put(k, v)
+
+    def remove(self, key: Any) -> None:
+        current = self._backend._current_key
+        keyed = self._namespaces().get(key)
+        if keyed is None or current not in keyed:
+            return
+        m, keyed = self._for_change(key)
+        del keyed[current]
+        if not keyed:
+            del m[key]
+
+    def contains(self, key: Any) -> bool:
+        keyed = self._namespaces().get(key)
+        return keyed is not None and self._backend._current_key in keyed
+
+    def _items(self) -> List[Tuple[Any, Any]]:
+        current, missing = self._backend._current_key, _MISSING
+        return [(ns, v) for ns, keyed in self._namespaces().items()
+                for v in (keyed.get(current, missing),) if v is not missing]
+
+    def items(self) -> List[Tuple[Any, Any]]:
+        return [(ns, self.get(ns)) for ns, _ in self._items()]
+
+    def keys(self) -> List[Any]:
+        return [ns for ns, _ in self._items()]
+
+    def values(self) -> List[Any]:
+        return [v for _, v in self.items()]
+
+    def is_empty(self) -> bool:
+        current = self._backend._current_key
+        return not any(current in keyed for keyed in self._namespaces().values())
+
+    def clear(self) -> None:
+        for ns in self.keys():
+            self.remove(ns)
+
+
 class HeapReducingState(_HeapState, ReducingState):
     __slots__ = ("_reduce",)
 
@@ -318,6 +401,29 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             )
         return table
 
+    def namespace_first_table(self, name: str) -> NamespaceFirstTable:
+        """The map state ``name`` laid out namespace first (:class:`NamespaceFirstTable`;
+        its :meth:`get_partitioned_state` view is the same map state). What the table
+        already holds (restored before the operator opened) is moved into that layout;
+        a snapshot reads it back key first, so its format does not change."""
+        table = self._tables.get(name)
+        if isinstance(table, NamespaceFirstTable):
+            return table
+        new = NamespaceFirstTable(name, StateKind.MAP, self.key_group_range)
+        if table is not None:
+            if table.kind is not StateKind.MAP:
+                raise StateAccessError(
+                    f"state {name!r} is registered as {table.kind.value} state, "
+                    "cannot access it as map state")
+            if table.holds:
+                raise StateAccessError(
+                    f"state {name!r}: cannot change its layout while a snapshot holds it")
+            for off, m in enumerate(table.maps):
+                new.load(off, m.items())
+            self._states.pop(name, None)
+        self._tables[name] = new
+        return new
+
     def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
         if not isinstance(descriptor, StateDescriptor):
             raise TypeError(f"expected a StateDescriptor, got {descriptor!r}")
@@ -330,7 +436,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return state
         if ttl_table_name(descriptor.name) in self._tables:
             raise incompatible(descriptor.name, ttl_now=False)
-        if isinstance(descriptor, ReducingStateDescriptor):
+        if isinstance(table, NamespaceFirstTable):
+            state = NamespaceFirstMapState(self, table)
+        elif isinstance(descriptor, ReducingStateDescriptor):
             state = HeapReducingState(self, table, descriptor.reduce_function)
         elif isinstance(descriptor, AggregatingStateDescriptor):
             state = HeapAggregatingState(self, table, descriptor.agg_function)
@@ -388,13 +496,18 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         table = self._tables.get(state_name)
         if table is None:
             return iter(())
+        if isinstance(table, NamespaceFirstTable):
+            return (k for off in range(len(table.maps)) for k in table.keys_of(off))
         return (k for m in table.maps for k in m)
 
     def iter_key_group(self, state_name: str, key_group: int) -> Iterator[Tuple[Any, Any]]:
         table = self._tables.get(state_name)
         if table is None or key_group not in self.key_group_range:
             return iter(())
-        return iter(list(table.map_for(key_group).items()))
+        m = table.map_for(key_group)
+        if isinstance(table, NamespaceFirstTable):
+            m = table.key_first(m)
+        return iter(list(m.items()))
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int, savepoint: bool = False) -> HeapSnapshotWriter:
@@ -451,10 +564,16 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         plain = PLAIN_KEY_TYPES
         for kg, name, entries in records:
             table = self.get_state_table(name, StateKind(kinds[name]))
-            target = table.writable(kg - table.key_group_range.start)
-            for k, v in entries:  # a NaN read back is a new object: canonical again
-                target[k if type(k) in plain else canonical_key(k)] = (
-                    decode_value(v) if encoded else v)
+            off = kg - table.key_group_range.start
+            # a NaN read back is a new object: canonical again
+            entries = ((k if type(k) in plain else canonical_key(k),
+                        decode_value(v) if encoded else v) for k, v in entries)
+            if isinstance(table, NamespaceFirstTable):
+                table.load(off, entries)
+                continue
+            target = table.writable(off)
+            for k, v in entries:
+                target[k] = v
 
     def dispose(self, discard_local_state: bool = False) -> None:
         self._tables.clear()

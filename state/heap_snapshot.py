@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import cloudpickle
 
 from flowray.state.full_snapshot import FORMAT_V1
-from flowray.state.heap_table import FrozenSnapshot
+from flowray.state.heap_table import FrozenSnapshot, NamespaceFirstTable
 from flowray.state.key_groups import KeyGroupRange
 from flowray.state.keyed_backend import KeyedSnapshotWriter
 from flowray.state.snapshot import KeyedStateHandle
@@ -87,6 +87,9 @@ class HeapSnapshotWriter(KeyedSnapshotWriter):
         groups: Dict[int, Dict[str, Dict[Any, Any]]] = {}
         purges, now = self.purges, self.now_ms
         for table, offset, m in frozen.refs:
+            if isinstance(table, NamespaceFirstTable):  # written key first, as any map
+                frozen.check()
+                m = table.key_first(m)
             purge = purges.get(table.name)
             if purge is not None:  # TTL cleanup_full_snapshot
                 frozen.check()

@@ -43,8 +43,8 @@ from flowray.common.sentinels import MISSING
 from flowray.state.descriptors import StateKind
 from flowray.state.key_groups import KeyGroupRange
 
-__all__ = ["StateTable", "SnapshotRegistry", "FrozenSnapshot", "SnapshotAbortedError",
-           "private_copy"]
+__all__ = ["StateTable", "NamespaceFirstTable", "SnapshotRegistry", "FrozenSnapshot",
+           "SnapshotAbortedError", "private_copy"]
 
 _MISSING = MISSING
 
@@ -158,6 +158,67 @@ class StateTable:
 
     def __len__(self) -> int:
         return sum(len(m) for m in self.maps)
+
+
+class NamespaceFirstTable(StateTable):
+    """A map state of ``key -> {namespace: value}`` laid out namespace first, as Flink's
+    ``NestedMapsStateTable``: ``maps[offset][namespace][key] -> value``. The window
+    operator keeps its panes so (a namespace is a window): a record looks its window up
+    among the key group's few live ones, then its key, and a window that fires leaves
+    with its dict. Everything outside the table sees the key-first form: snapshots
+    (:meth:`key_first`, in their asynchronous part), restore (:meth:`load`), key listings.
+
+    Copy-on-write as :class:`StateTable`, one level down: a change of which namespaces a
+    key group has goes through :meth:`writable`; a namespace's dict of keys is changed
+    only once :meth:`private` (``private(offset, namespace, keys)``) made it the live
+    table's own, with a copy of every value that is not immutable.
+
+    >>> table = NamespaceFirstTable("panes", StateKind.MAP, KeyGroupRange(0, 0))
+    >>> table.load(0, [("k", {"w1": 1, "w2": 2}), ("j", {"w1": 3})])
+    >>> table.maps[0], table.key_first(table.maps[0])
+    ({'w1': {'k': 1, 'j': 3}, 'w2': {'k': 2}}, {'k': {'w1': 1, 'w2': 2}, 'j': {'w1': 3}})
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, kind: StateKind, key_group_range: KeyGroupRange) -> None:
+        if kind is not StateKind.MAP:
+            raise ValueError(f"state {name!r}: a namespace-first table holds map state, "
+                             f"not {kind.value} state")
+        super().__init__(name, kind, key_group_range)
+
+    def load(self, offset: int, entries: Iterable[Tuple[Any, Dict[Any, Any]]]) -> None:
+        """Put key-first ``(key, {namespace: value})`` entries into key group ``offset``."""
+        m = self.writable(offset)
+        for key, values in entries:
+            for ns, v in values.items():
+                keyed = m.get(ns)
+                if keyed is None:
+                    keyed = m[ns] = {}
+                elif self.shared[offset] is not None:
+                    keyed = self.private(offset, ns, keyed)
+                keyed[key] = v
+
+    @staticmethod
+    def key_first(m: Dict[Any, Dict[Any, Any]]) -> Dict[Any, Dict[Any, Any]]:
+        """A key group's dict ``namespace -> {key: value}`` as ``key -> {namespace:
+        value}`` (a new dict: what a snapshot writes)."""
+        out: Dict[Any, Dict[Any, Any]] = {}
+        for ns, keyed in m.items():
+            for key, v in keyed.items():
+                d = out.get(key)
+                if d is None:
+                    out[key] = {ns: v}
+                else:
+                    d[ns] = v
+        return out
+
+    def keys_of(self, offset: int) -> List[Any]:
+        """The keys with a value in key group ``offset``, each once."""
+        return list(dict.fromkeys(k for keyed in self.maps[offset].values() for k in keyed))
+
+    def __len__(self) -> int:
+        return sum(len(self.keys_of(off)) for off in range(len(self.maps)))
 
 
 class SnapshotAbortedError(RuntimeError):

@@ -129,11 +129,12 @@ class AlignedPanes:
     def fold_heap(self, table: Any, first_key_group: int, records: Sequence[Any],
                   keys: Sequence[Any], key_groups: Sequence[int],
                   timestamps: Sequence[int]) -> List[NewPane]:
-        """Fold a batch into a heap state table of ``key -> {window: contents}`` dicts (one
-        dict per key group, ``maps[key group - first_key_group]``), copying on write what
-        a pending snapshot holds. ``keys`` are canonical (as the backend stores them)."""
+        """Fold a batch into a heap state table laid out window first (one dict per key
+        group, ``maps[key group - first_key_group][window][key] -> contents``:
+        :class:`~flowray.state.heap_table.NamespaceFirstTable`), copying on write what a
+        pending snapshot holds. ``keys`` are canonical (as the backend stores them)."""
         if table.holds:  # a snapshot is pending: copy what the batch will change first
-            _make_private(table, first_key_group, keys, key_groups)
+            _make_private(table, first_key_group, key_groups)
         # from here to the end of the batch no snapshot can take hold (they are taken
         # between batches, on this thread): the dicts are written as they are
         by_group = table.maps if first_key_group == 0 else \
@@ -165,19 +166,17 @@ class AlignedPanes:
             if s != last:
                 w, last = window(s), s
             m = by_group[kg]
-            panes = m.get(k)
-            if panes is None:
-                new.append((k, kg, w))
-                m[k] = {w: fold(None, r)}
-                continue
-            cur = panes.get(w, missing)
+            keyed = m.get(w)
+            if keyed is None:
+                keyed = m[w] = {}
+            cur = keyed.get(k, missing)
             if cur is missing:
                 new.append((k, kg, w))
-                panes[w] = fold(None, r)
+                keyed[k] = fold(None, r)
             elif combine is not None and cur is not None:
-                panes[w] = combine(cur, r)
+                keyed[k] = combine(cur, r)
             else:
-                panes[w] = fold(cur, r)
+                keyed[k] = fold(cur, r)
         return new
 
     def _fold_sliding(self, by_group: List[Dict[Any, Any]], records: Sequence[Any],
@@ -188,21 +187,21 @@ class AlignedPanes:
         new: List[NewPane] = []
         for r, k, kg, ts in zip(records, keys, key_groups, timestamps):
             m = by_group[kg]
-            panes = m.get(k)
-            if panes is None:
-                panes = m[k] = {}
             for s in range(ts - (ts - offset) % slide, ts - size, -slide):
                 w = windows.get(s)
                 if w is None:
                     w = window(s)
-                cur = panes.get(w, missing)
+                keyed = m.get(w)
+                if keyed is None:
+                    keyed = m[w] = {}
+                cur = keyed.get(k, missing)
                 if cur is missing:
                     new.append((k, kg, w))
-                    panes[w] = fold(None, r)
+                    keyed[k] = fold(None, r)
                 elif combine is not None and cur is not None:
-                    panes[w] = combine(cur, r)
+                    keyed[k] = combine(cur, r)
                 else:
-                    panes[w] = fold(cur, r)
+                    keyed[k] = fold(cur, r)
         return new
 
     # -- any backend -------------------------------------------------------------------
@@ -239,12 +238,15 @@ class AlignedPanes:
         return [(k, kg, w) for _, k, kg, w in new]
 
 
-def _make_private(table: Any, first_key_group: int, keys: Sequence[Any],
-                  key_groups: Sequence[int]) -> None:
-    """Make the key-group dicts and the panes of ``keys`` in ``table`` safe to change in
-    place while a snapshot holds some of them (``StateTable.writable`` and ``private``)."""
-    shared, maps = table.shared, table.maps
-    for k, kg in dict(zip(keys, key_groups)).items():
+def _make_private(table: Any, first_key_group: int, key_groups: Sequence[int]) -> None:
+    """Make the key-group dicts of ``key_groups`` in ``table`` (window first) and their
+    windows' dicts of keys safe to change in place while a snapshot holds some of them
+    (``StateTable.writable`` and ``private``: each is copied once a checkpoint, however
+    many batches then write it)."""
+    shared = table.shared
+    for kg in set(key_groups):
         off = kg - first_key_group
         if shared[off] is not None:
-            table.for_change(off, k, maps[off].get(k))
+            m = table.writable(off)
+            for w, keyed in list(m.items()):
+                table.private(off, w, keyed)

@@ -345,12 +345,13 @@ _windows = native("flowray.operators._windows")
 @pytest.mark.skipif(_windows is None, reason="the C halves are not built here")
 def test_the_aligned_window_fold_in_c_is_its_python_twin():
     """fold_aligned against _fold_tumbling / _fold_sliding: the same panes created, in the
-    same order, and the same dicts after, for tumbling and sliding windows (offsets,
+    same order, and the same dicts after (window first: key group -> window -> key), for tumbling and sliding windows (offsets,
     slides that do not divide the size, more windows a record than the C half keeps,
     negative timestamps, in and out of order), with and without a combine
     function (contents first, record first as an aggregate function's add, or appending to
     list contents, and what is not a list left to the fold), contents that are None, a fold
-    that fails mid-batch, keys that already have panes, and key groups that start past 0."""
+    that fails mid-batch, keys that already have panes, windows with an empty dict of keys,
+    and key groups that start past 0."""
     import copy
     import random
 
@@ -411,7 +412,7 @@ def test_the_aligned_window_fold_in_c_is_its_python_twin():
                 if in_order:   # runs of records with the same windows
                     timestamps.sort()
                 kgs = [first + (hash(str(k)) % 3) for k in keys]
-                maps = [{"a": {panes.window(0): 100}}, {}, {}]
+                maps = [{panes.window(0): {"a": 100}}, {panes.window(10): {}}, {}]
                 by_group = [None] * first + maps
                 c_maps = copy.deepcopy(by_group)
                 py_maps = copy.deepcopy(by_group)

@@ -69,6 +69,7 @@ def descriptors():
         "map": MapStateDescriptor("map"),
         "reducing": ReducingStateDescriptor("reducing", extend_in_place),
         "agg": AggregatingStateDescriptor("agg", ListAgg()),
+        "panes": MapStateDescriptor("panes"),  # kept namespace first (as window panes)
     }
 
 
@@ -77,7 +78,12 @@ def make_backend(clock=None):
 
 
 def states_of(backend):
-    return {n: backend.get_partitioned_state(d) for n, d in descriptors().items()}
+    out = {}
+    for n, d in descriptors().items():
+        if n == "panes":
+            backend.namespace_first_table(n)
+        out[n] = backend.get_partitioned_state(d)
+    return out
 
 
 def fill(backend):
@@ -89,6 +95,7 @@ def fill(backend):
         s["map"].put_all({"a": i, "b": [i], "c": {"d": i}})
         s["reducing"].add([i])
         s["agg"].add(i)
+        s["panes"].put_all({("w", i % 3): i, "list": [i], "dict": {"d": i}})
 
 
 def mutate(backend, round_no):
@@ -101,6 +108,7 @@ def mutate(backend, round_no):
             s["value"].clear()
             s["list"].clear()
             s["map"].clear()
+            s["panes"].clear()
         elif r == 1:
             v = s["value"].value()
             v["n"] += 1000  # mutate-then-update: the contract
@@ -112,8 +120,12 @@ def mutate(backend, round_no):
             s["map"].put("a", -1)
             s["map"].remove("c")
             s["map"].get("b").append(round_no)  # a map value changed in place
+            s["panes"].get("list").append(round_no)
+            s["panes"].remove(("w", i % 3))
+            s["panes"].put(("w", 9), round_no)
         elif r == 3:
             s["map"].items()[0]  # reads copy too
+            dict(s["panes"].items())["dict"]["d"] = round_no  # handed out by items()
             s["map"].put_all({"new": round_no})
             s["list"].add_all([round_no] * 3)
         s["reducing"].add([round_no])

@@ -28,7 +28,18 @@ from tests.support.storage import DictStorage
 MAXP = 128
 FULL = KeyGroupRange(0, MAXP - 1)
 KEYS = ["alice", "bob", ("carol", 3), 17, None, b"raw", 2.5, -(10 ** 30), "é\u2603", ()]
-BACKENDS = ["heap", "rocksdb"]
+#: "heap-namespace-first": the heap with its map states kept namespace first (the window
+#: operator's panes), map keys being the namespaces: the same contract
+BACKENDS = ["heap", "heap-namespace-first", "rocksdb"]
+
+
+class NamespaceFirstMaps(HeapKeyedStateBackend):
+    """The heap backend with every map state in a ``NamespaceFirstTable``."""
+
+    def get_state_table(self, name, kind):
+        if kind is StateKind.MAP and name not in self._tables:
+            return self.namespace_first_table(name)
+        return super().get_state_table(name, kind)
 
 
 class Factory:
@@ -43,6 +54,8 @@ class Factory:
         kind = kind or self.kind
         if kind == "heap":
             b = HeapKeyedStateBackend(key_group_range, MAXP)
+        elif kind == "heap-namespace-first":
+            b = NamespaceFirstMaps(key_group_range, MAXP)
         else:
             b = RocksDBKeyedStateBackend(key_group_range, MAXP,
                                          self.tmp_path / f"rocks-{len(self.created)}")
@@ -348,13 +361,14 @@ def fill(b, keys):
         v.update(("v", i))
         lst.add_all([i, i + 1])
         m.put("i", i)
+        m.put(("j", 2), -i)
         r.add(i)
         r.add(1)
         agg.add(i)
     return {
         "v": {k: ("v", i) for i, k in enumerate(keys)},
         "l": {k: [i, i + 1] for i, k in enumerate(keys)},
-        "m": {k: {"i": i} for i, k in enumerate(keys)},
+        "m": {k: {"i": i, ("j", 2): -i} for i, k in enumerate(keys)},
         "r": {k: i + 1 for i, k in enumerate(keys)},
         "agg": {k: (i, 1) for i, k in enumerate(keys)},
     }
