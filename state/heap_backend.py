@@ -237,11 +237,9 @@ class NamespaceFirstMapState(MapState):
         t, off = self._table, self._backend._current_offset
         m = t.maps[off]
         keyed = m.get(namespace)
-        if t.shared[off] is not None:
-            m = t.writable(off)
-            if keyed is not None:
-                keyed = t.private(off, namespace, keyed)
-        return m, keyed
+        if t.shared[off] is None:
+            return m, keyed
+        return t.for_change(off, namespace, keyed)
 
     def get(self, key: Any) -> Any:
         b, t = self._backend, self._table
