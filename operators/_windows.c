@@ -142,6 +142,11 @@ fold_pane(PyObject *keyed, PyObject *k, Py_hash_t khash, PyObject *r, PyObject *
         }
         value = PyObject_Vectorcall(callee, args, 2, NULL);
         Py_DECREF(cur);
+        if (value == cur) {   /* contents changed in place (an accumulator's add): the
+                               * pane holds them already, no store */
+            Py_DECREF(value);
+            return 0;
+        }
     }
     if (value == NULL) {
         return -1;

@@ -15,8 +15,9 @@ goes on accepting. With ``security.ssl.internal.enabled`` a TCP connection is TL
 returns credits on the same connection (a 4-byte count of taken frames), and the writer
 blocks reading credits when it has none left. The reader announces taken record frames
 a few at a time (:func:`credit_announcement_interval`: half the writer's credits), and
-everything it owes before it reads the socket for more, so a writer never waits on
-credits the reader holds back; any other frame (a watermark, a barrier, the end) is
+everything it owes once it has no whole frame left and the socket has nothing more (it
+would wait), so a writer never waits on credits the reader holds back, and a reader
+that catches up with a busy writer does not wake it with a few credits; any other frame (a watermark, a barrier, the end) is
 announced with the credits owed at once. A 4-byte word with the top bit
 set is not a credit but the batch size the consumer asks for (buffer debloating,
 :mod:`flowray.runtime.network.debloat`); the writer reads it with the credits. A blocked
@@ -741,8 +742,6 @@ class SocketChannelReader(ChannelReader):
         if self._credit_out:
             self._send_credit(0)
         frame = self._next_buffered()
-        if frame is None and self._unannounced:
-            self._announce_taken()   # all it owes, before it waits for more
         if frame is not None or self._eof:
             if frame is None and not self._ended:
                 self._ended = True
@@ -756,14 +755,21 @@ class SocketChannelReader(ChannelReader):
                 while self.sock.pending():
                     data += self.sock.recv(self.sock.pending())
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return None
+            data = None   # nothing more has come: the reader may wait now
         except OSError as e:
             raise ChannelClosedError(f"channel {self.channel_id}: {e}") from e
-        if not data:
+        if data == b"":
             self._eof = True
             return self.poll()
-        self._buf += data
-        return self._next_buffered()
+        if data is not None:
+            self._buf += data
+            frame = self._next_buffered()
+        if frame is None and self._unannounced:
+            # all it owes before it waits: a writer out of credits is never left waiting
+            # on credits held back here (owed ones make the reader ready_without_io, so
+            # a gate polls once more before it waits, and that poll ends here)
+            self._announce_taken()
+        return frame
 
     # -- unaligned checkpoints ---------------------------------------------------------
     def receive(self) -> List[Tuple[Any, List[bytes]]]:

@@ -400,6 +400,26 @@ def test_record_frames_are_announced_in_groups_and_the_rest_before_reading_more(
         pair.close()
 
 
+def test_owed_credits_wait_while_the_socket_has_more_frames():
+    # a reader that catches up with its buffer but finds more frames in the socket keeps
+    # what it owes (the writer is not out of credits: it sent them); it pays once the
+    # socket has nothing more
+    pair = _socket(1, credits=8, tcp=False, listener_credits=8)   # every 4 frames
+    try:
+        _written(pair, [RecordBatch([0]), RecordBatch([1])])
+        assert [pair.reader.poll().records for _ in range(2)] == [[0], [1]]
+        assert pair.writer.in_flight() == 2       # two owed, nothing buffered
+        _written(pair, [RecordBatch([2])])
+        assert pair.reader.poll().records == [2]  # read from the socket: still owed
+        assert pair.writer.in_flight() == 3
+        assert pair.reader.ready_without_io()
+        assert pair.reader.poll() is None          # the socket is empty: it pays
+        assert pair.writer.in_flight() == 0
+        assert not pair.reader.ready_without_io()
+    finally:
+        pair.close()
+
+
 @pytest.mark.parametrize("other", [Watermark(7), EndOfPartition()],
                          ids=["watermark", "end-of-partition"])
 def test_a_frame_that_is_not_records_is_announced_at_once_with_what_is_owed(other):
