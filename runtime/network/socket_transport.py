@@ -17,12 +17,12 @@ blocks reading credits when it has none left. The reader announces taken record 
 a few at a time (:func:`credit_announcement_interval`: half the writer's credits), and
 everything it owes once it has no whole frame left and the socket has nothing more (it
 would wait), so a writer never waits on credits the reader holds back, and a reader
-that catches up with a busy writer does not wake it with a few credits; any other frame (a watermark, a barrier, the end) is
-announced with the credits owed at once. A 4-byte word with the top bit
-set is not a credit but the batch size the consumer asks for (buffer debloating,
-:mod:`flowray.runtime.network.debloat`); the writer reads it with the credits. A blocked
-(aligning) input is simply not read: its credits run out and its producer slows, which is
-Flink's behaviour.
+that catches up with a busy writer does not wake it with a few credits; any other frame
+(a watermark, a barrier, the end) is announced with the credits owed at once. A 4-byte
+word with the top bit set is not a credit but the batch size the consumer asks for
+(buffer debloating, :mod:`flowray.runtime.network.debloat`); the writer reads it with
+the credits. A blocked (aligning) input is simply not read: its credits run out and its
+producer slows, which is Flink's behaviour.
 """
 
 from __future__ import annotations
