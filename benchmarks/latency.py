@@ -14,10 +14,22 @@ default) two runs:
   reported overall, without its first ``--warmup`` seconds, and apart for records that
   reached the sink while a checkpoint was in progress (trigger to completion).
 
+With ``--rounds N`` each setting has N throughput runs and N latency runs, in alternating
+order; the table gives their medians (one run's p99 on a 2-core machine moves by several
+ms from run to run), and each latency run prints its own line.
+
+``--stages`` splits each record's latency in three, from times the records carry (the
+map and the process function stamp them, which costs some throughput, so it is off by
+default): **source** (scheduled creation to the map's output: the source's lag behind its
+schedule), **exchange** (the map's output to the keyed process function: the output
+buffer, the channel and the keyed task's input) and **to sink** (the process function to
+the sink's write, chained).
+
 Every run's per-key counts are checked against the closed form (each key's count is the
 number of records with that key); a wrong count ends the benchmark with an error.
 
     python benchmarks/latency.py [--seconds 20] [--timeouts 0,5,100] [--keys 1000] [--rate R]
+                                 [--rounds N] [--stages]
 """
 
 from __future__ import annotations
@@ -107,14 +119,37 @@ class CountPerKey(KeyedProcessFunction):
         yield value[0], n, value[1]
 
 
+class StampedCountPerKey(CountPerKey):
+    """:class:`CountPerKey` for ``--stages``: passes on the map's stamp and adds its own."""
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield value[0], n, value[1], value[2], time.time_ns()
+
+
+def _stamp(r):
+    return r[0], r[1], time.time_ns()
+
+
+def _unstamped(r):
+    return r
+
+
 class _LatencyWriter(SinkWriter):
-    """Per record ``now - creation`` (ns, in an array) and each key's highest count; per
-    batch its arrival time and first index (to tell records that arrived during a
-    checkpoint)."""
+    """Per record ``now - creation`` (ns) and each key's highest count; per batch its
+    arrival time and first index (to tell records that arrived during a checkpoint);
+    with ``--stages`` also each record's three stage times (ns).
+
+    The latencies are kept one small array per batch: a single array grown to tens of MB
+    is copied to new pages now and then (60 ms on 2026-12-07, seen with ``perf``), a
+    stall in the sink's task that showed up as the run's worst latency."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.latencies = array("q")
+        self.latencies: List[array] = []
+        self.recorded = 0
+        self.stages: List[array] = []
         self.arrivals = array("q")
         self.firsts = array("q")
         self.counts: Dict[int, int] = {}
@@ -125,18 +160,23 @@ class _LatencyWriter(SinkWriter):
     def write_batch(self, elements):
         now = time.time_ns()
         self.arrivals.append(now)
-        self.firsts.append(len(self.latencies))
+        self.firsts.append(self.recorded)
+        self.recorded += len(elements)
         counts = self.counts
-        self.latencies.extend([now - e[2] for e in elements])
-        for k, n, _ in elements:
+        self.latencies.append(array("q", [now - e[2] for e in elements]))
+        if len(elements[0]) == 5:   # stamped (--stages)
+            self.stages.append(array("q", [x for _, _, c, m, p in elements
+                                           for x in (m - c, p - m, now - p)]))
+        for k, n, *_ in elements:
             if n > counts.get(k, 0):
                 counts[k] = n
 
     def flush(self, end_of_input):
         if end_of_input:
             with open(self.path, "wb") as f:
-                pickle.dump((self.latencies.tobytes(), self.arrivals.tobytes(),
-                             self.firsts.tobytes(), self.counts), f)
+                pickle.dump((b"".join(a.tobytes() for a in self.latencies),
+                             self.arrivals.tobytes(), self.firsts.tobytes(), self.counts,
+                             b"".join(a.tobytes() for a in self.stages)), f)
 
 
 class LatencySink(Sink):
@@ -154,7 +194,7 @@ def expected_counts(total: int, keys: int) -> Dict[int, int]:
 
 
 def run(total: int, keys: int, rate: Optional[float], timeout_ms: int,
-        checkpoint_ms: int) -> dict:
+        checkpoint_ms: int, stages: bool = False) -> dict:
     folder = tempfile.mkdtemp(prefix="flowray-bench-latency-")
     checkpoints = tempfile.mkdtemp(prefix="flowray-bench-latency-chk-")
     try:
@@ -166,14 +206,16 @@ def run(total: int, keys: int, rate: Optional[float], timeout_ms: int,
         }))
         env.set_buffer_timeout(timeout_ms)
         (env.from_source(PacedSource(total, keys, rate), source_name="paced")
-            .map(lambda r: r).key_by(lambda r: r[0]).process(CountPerKey())
+            .map(_stamp if stages else _unstamped).key_by(lambda r: r[0])
+            .process(StampedCountPerKey() if stages else CountPerKey())
             .sink_to(LatencySink(folder)))
         result = env.execute(f"bench-latency-{timeout_ms}ms")
         running = max(m["duration_ms"] for m in result.task_metrics) / 1000.0
-        lat, arrivals, firsts, counts = [], [], [], {}
+        lat, arrivals, firsts, counts, stage_times = [], [], [], {}, []
         for name in sorted(os.listdir(folder)):
             with open(os.path.join(folder, name), "rb") as f:
-                lb, ab, fb, c = pickle.load(f)
+                lb, ab, fb, c, sb = pickle.load(f)
+            stage_times.append(np.frombuffer(sb, dtype=np.int64).reshape(-1, 3))
             base = sum(len(x) for x in lat)
             lat.append(np.frombuffer(lb, dtype=np.int64))
             arrivals.append(np.frombuffer(ab, dtype=np.int64))
@@ -188,7 +230,8 @@ def run(total: int, keys: int, rate: Optional[float], timeout_ms: int,
         checkpoints_done = [h for h in result.get_checkpoint_stats().get("history", [])
                             if h["status"] == "COMPLETED"]
         return {"running_s": running, "latencies_ns": latencies, "arrivals_ns": record_arrivals,
-                "counts": counts, "checkpoints": checkpoints_done}
+                "counts": counts, "checkpoints": checkpoints_done,
+                "stages_ns": np.concatenate(stage_times) if stages else None}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(checkpoints, ignore_errors=True)
@@ -213,9 +256,35 @@ def latency_summary(r: dict, warmup_s: float) -> dict:
         return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
                 "p999": float(np.percentile(ms, 99.9))}
 
-    return {"all": pct(lat), "outside_checkpoints": pct(lat[~during]),
-            "during_checkpoints": pct(lat[during]), "records": int(len(lat)),
-            "during_share": float(during.mean()) if len(during) else 0.0}
+    out = {"all": pct(lat), "outside_checkpoints": pct(lat[~during]),
+           "during_checkpoints": pct(lat[during]), "records": int(len(lat)),
+           "during_share": float(during.mean()) if len(during) else 0.0}
+    if r.get("stages_ns") is not None:
+        stages = r["stages_ns"][keep]
+        tail = stages[lat >= np.percentile(lat, 99)]
+        out["stages"] = {name: {**pct(stages[:, i]),
+                                "mean_in_tail": float(tail[:, i].mean() / 1e6)}
+                         for i, name in enumerate(STAGES)}
+    return out
+
+
+STAGES = ("source", "exchange", "to sink")
+SUMMARY_FIGURES = (("all", "p50"), ("all", "p99"), ("all", "p999"),
+                   ("outside_checkpoints", "p99"), ("during_checkpoints", "p99"))
+
+
+def median_summary(rounds: List[dict]) -> dict:
+    """The median over a setting's latency runs of each figure the table shows, and each
+    run's p99 (``p99_runs``)."""
+    out: Dict[str, Any] = {"runs": rounds, "p99_runs": [r["all"]["p99"] for r in rounds]}
+    for part, q in SUMMARY_FIGURES:
+        values = [r[part][q] for r in rounds if r[part][q] is not None]
+        out.setdefault(part, {})[q] = statistics.median(values) if values else None
+    if all("stages" in r for r in rounds):
+        out["stages"] = {name: {f: statistics.median(r["stages"][name][f] for r in rounds)
+                                for f in ("p50", "p99", "mean_in_tail")}
+                         for name in STAGES}
+    return out
 
 
 def main(argv: List[str] | None = None) -> None:
@@ -228,7 +297,10 @@ def main(argv: List[str] | None = None) -> None:
     ap.add_argument("--warmup", type=float, default=3.0,
                     help="seconds at the start of each latency run left out")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="throughput runs per timeout (alternating; median)")
+                    help="throughput and latency runs per timeout (alternating; medians)")
+    ap.add_argument("--stages", action="store_true",
+                    help="split each record's latency into source, exchange and to-sink "
+                         "from stamps the records carry (costs some throughput)")
     ap.add_argument("--rate", type=float, default=None,
                     help="pace the latency runs at this many records/s (default: half of "
                          "the 100 ms setting's top rate in this invocation)")
@@ -264,16 +336,24 @@ def main(argv: List[str] | None = None) -> None:
     rate = args.rate or top[100] / 2
     paced_by = "--rate" if args.rate else "half of the 100 ms setting's top rate"
     paced_total = int(rate * args.seconds)
-    summaries: Dict[int, dict] = {}
-    for t in timeouts:
-        r = checked(f"latency {t} ms", paced_total, run(paced_total, args.keys, rate, t,
-                                                        args.checkpoint_ms))
-        summaries[t] = latency_summary(r, args.warmup)
-        summaries[t]["checkpoints"] = len(r["checkpoints"])
-        s = summaries[t]["all"]
-        print(f"  latency     buffer timeout {t:>4} ms  {paced_total:>11,} records at "
-              f"{rate:,.0f}/s: p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, "
-              f"p99.9 {s['p999']:.1f} ms", flush=True)
+    runs: Dict[int, List[dict]] = {t: [] for t in timeouts}
+    for rnd in range(args.rounds):
+        for t in (timeouts if rnd % 2 == 0 else list(reversed(timeouts))):
+            r = checked(f"latency {t} ms", paced_total,
+                        run(paced_total, args.keys, rate, t, args.checkpoint_ms,
+                            stages=args.stages))
+            one = latency_summary(r, args.warmup)
+            one["checkpoints"] = len(r["checkpoints"])
+            runs[t].append(one)
+            s = one["all"]
+            line = (f"  latency     buffer timeout {t:>4} ms  {paced_total:>11,} records at "
+                    f"{rate:,.0f}/s: p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, "
+                    f"p99.9 {s['p999']:.1f} ms")
+            if "stages" in one:
+                line += "; p99 " + ", ".join(f"{n} {one['stages'][n]['p99']:.1f}"
+                                             for n in STAGES)
+            print(line, flush=True)
+    summaries = {t: median_summary(v) for t, v in runs.items()}
 
     def ms(v: Optional[float]) -> str:
         return "-" if v is None else f"{v:.1f}"
@@ -281,7 +361,9 @@ def main(argv: List[str] | None = None) -> None:
     print(f"\nsource -> map -> key_by -> process -> sink, p={PARALLELISM}, {args.keys:,} keys, "
           f"exactly-once checkpoints every {args.checkpoint_ms} ms; latency runs paced at "
           f"{rate:,.0f} records/s ({paced_by}), "
-          f"{args.seconds:.0f} s each, first {args.warmup:.0f} s left out\n")
+          f"{args.seconds:.0f} s each, first {args.warmup:.0f} s left out"
+          + (f"; medians of {args.rounds} alternating rounds" if args.rounds > 1 else "")
+          + "\n")
     header = (f"{'buffer timeout':<16}{'records/s':>12}{'vs 100 ms':>11}{'p50 ms':>9}"
               f"{'p99 ms':>9}{'p99.9 ms':>10}{'p99 outside ckpt':>18}{'p99 during ckpt':>17}")
     print(header)
@@ -292,6 +374,20 @@ def main(argv: List[str] | None = None) -> None:
               f"{ms(s['all']['p50']):>9}{ms(s['all']['p99']):>9}{ms(s['all']['p999']):>10}"
               f"{ms(s['outside_checkpoints']['p99']):>18}"
               f"{ms(s['during_checkpoints']['p99']):>17}")
+    if args.rounds > 1:
+        print("\np99 of each latency run (ms): " + "; ".join(
+            f"{t} ms: " + ", ".join(ms(v) for v in summaries[t]["p99_runs"]) for t in timeouts))
+    if args.stages:
+        print("\nwhere the time goes (ms; the records' own stamps): p50 / p99 of each stage, "
+              "and its mean among the records at or above the run's p99")
+        header = f"{'buffer timeout':<16}" + "".join(f"{n:>26}" for n in STAGES)
+        print(header)
+        print("-" * len(header))
+        for t in timeouts:
+            st = summaries[t]["stages"]
+            cells = [f"{ms(st[n]['p50'])} / {ms(st[n]['p99'])} (tail "
+                     f"{ms(st[n]['mean_in_tail'])})" for n in STAGES]
+            print(f"{str(t) + ' ms':<16}" + "".join(f"{c:>26}" for c in cells))
     if 5 in summaries:
         p99 = summaries[5]["all"]["p99"]
         ratio = top[5] / top[100]
