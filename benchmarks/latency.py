@@ -123,9 +123,8 @@ class StampedCountPerKey(CountPerKey):
     """:class:`CountPerKey` for ``--stages``: passes on the map's stamp and adds its own."""
 
     def process_element(self, value, ctx):
-        n = (self.count.value() or 0) + 1
-        self.count.update(n)
-        yield value[0], n, value[1], value[2], time.time_ns()
+        for out in super().process_element(value, ctx):
+            yield out + (value[2], time.time_ns())
 
 
 def _stamp(r):
@@ -164,7 +163,7 @@ class _LatencyWriter(SinkWriter):
         self.recorded += len(elements)
         counts = self.counts
         self.latencies.append(array("q", [now - e[2] for e in elements]))
-        if len(elements[0]) == 5:   # stamped (--stages)
+        if elements and len(elements[0]) == 5:   # stamped (--stages)
             self.stages.append(array("q", [x for _, _, c, m, p in elements
                                            for x in (m - c, p - m, now - p)]))
         for k, n, *_ in elements:
