@@ -39,7 +39,7 @@ typedef struct {
 static PyObject *
 item_of(PyObject *b, Py_ssize_t i)
 {
-    if ((PyTuple_CheckExact(b) || PyObject_TypeCheck(b, row_api->row_type))
+    if ((PyTuple_CheckExact(b) || flowray_is_row(row_api, b))
             && i < PyTuple_GET_SIZE(b)) {
         PyObject *v = PyTuple_GET_ITEM(b, i);
         Py_INCREF(v);
@@ -111,7 +111,7 @@ fieldsum_call2(FieldSum *self, PyObject *a, PyObject *b)
     if (PyTuple_CheckExact(a)) {
         out = summed(self, NULL, a, b);
     }
-    else if (PyObject_TypeCheck(a, row_api->row_type) && !row_api->has_own_attrs(a)) {
+    else if (flowray_is_row(row_api, a) && !row_api->has_own_attrs(a)) {
         out = summed(self, Py_TYPE(a), a, b);
     }
     else if (self->field == 0 && (PyLong_CheckExact(a) || PyFloat_CheckExact(a))) {

@@ -226,31 +226,77 @@ static int free_count[FREE_MAX_LEN + 1];
 static Py_ssize_t fast_basicsize = -1, fast_dictoffset;  /* the layout of fast classes */
 
 static void row_dealloc(PyObject *self);
+static void row_free(PyObject *self, PyTypeObject *type);
+
+/* a row of `n` fields of `cls` taken from the free list (its fields NULL, untracked by
+ * the collector), or NULL (no error) when the list has none */
+static inline PyObject *
+take_free_row(PyTypeObject *cls, Py_ssize_t n)
+{
+    if (n <= 0 || n > FREE_MAX_LEN || free_rows[n] == NULL) {
+        return NULL;
+    }
+    PyObject *op = free_rows[n];
+    free_rows[n] = PyTuple_GET_ITEM(op, 0);
+    PyTuple_SET_ITEM(op, 0, NULL);
+    free_count[n]--;
+    Py_SET_TYPE(op, cls);
+    Py_INCREF(cls);        /* a heap type's instance holds its class */
+    _Py_NewReference(op);
+    return op;
+}
 
 static PyObject *
 row_alloc(PyTypeObject *cls, Py_ssize_t n)
 {
-    if (n > 0 && n <= FREE_MAX_LEN && free_rows[n] != NULL) {
-        PyObject *op = free_rows[n];
-        free_rows[n] = PyTuple_GET_ITEM(op, 0);
-        PyTuple_SET_ITEM(op, 0, NULL);
-        free_count[n]--;
-        Py_SET_TYPE(op, cls);
-        Py_INCREF(cls);        /* a heap type's instance holds its class */
-        _Py_NewReference(op);
+    PyObject *op = take_free_row(cls, n);
+    if (op != NULL) {
         PyObject_GC_Track(op); /* as PyType_GenericAlloc gives it */
         return op;
     }
     return PyType_GenericAlloc(cls, n);
 }
 
+/* the slot of row `self`'s instance dict. A fast class's rows keep it at the offset all
+ * fast classes share (fast_class checked it: counted back from the row's end, as for
+ * every tuple subclass with a __dict__), found here without _PyObject_GetDictPtr's
+ * lookups; any other row's is CPython's to find. */
+static inline PyObject **
+row_dict_ptr(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (type->tp_dealloc == row_dealloc) {
+        return (PyObject **)((char *)self + _PyObject_VAR_SIZE(type, Py_SIZE(self))
+                             + fast_dictoffset);
+    }
+    return _PyObject_GetDictPtr(self);
+}
+
+/* A row the collector does not track holds only atomic values (row_from_items untracks
+ * only those; row_setattro tracks a row again before its dict can hold anything): freeing
+ * them cannot recurse through this row, so only tracked rows go through the trashcan,
+ * which bounds that recursion for chains of rows in rows. */
 static void
 row_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Py_TRASHCAN_BEGIN(self, row_dealloc)
-    PyObject **dictptr = _PyObject_GetDictPtr(self);
+    if (PyObject_GC_IsTracked(self)) {
+        PyObject_GC_UnTrack(self);
+        Py_TRASHCAN_BEGIN(self, row_dealloc)
+        row_free(self, type);
+        Py_TRASHCAN_END
+    }
+    else {
+        row_free(self, type);
+    }
+}
+
+/* row_dealloc's work on an untracked row: its dict and values released, the row kept on
+ * the free list or freed */
+static void
+row_free(PyObject *self, PyTypeObject *type)
+{
+    PyObject **dictptr = row_dict_ptr(self);
     if (dictptr != NULL) {
         Py_CLEAR(*dictptr);
     }
@@ -268,7 +314,6 @@ row_dealloc(PyObject *self)
         type->tp_free(self);
     }
     Py_DECREF(type);   /* subtype_dealloc leaves it to this dealloc of a heap type */
-    Py_TRASHCAN_END
 }
 
 PyDoc_STRVAR(fast_class_doc,
@@ -285,6 +330,7 @@ records_fast_class(PyObject *module, PyObject *arg)
     PyTypeObject *cls = (PyTypeObject *)arg;
     if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || cls->tp_finalize != NULL
             || cls->tp_del != NULL || cls->tp_weaklistoffset != 0 || Py_SIZE(cls) != 0
+            || cls->tp_dictoffset >= 0 || (cls->tp_flags & Py_TPFLAGS_MANAGED_DICT)
             || (fast_basicsize >= 0 && (cls->tp_basicsize != fast_basicsize
                                         || cls->tp_dictoffset != fast_dictoffset))) {
         PyErr_Format(PyExc_TypeError, "fast_class(): %R has another layout", arg);
@@ -308,21 +354,31 @@ records_fast_class(PyObject *module, PyObject *arg)
 static PyObject *
 row_from_items(PyTypeObject *cls, PyObject *const *items, Py_ssize_t n)
 {
-    PyObject *row = cls->tp_alloc(cls, n);
-    if (row == NULL) {
-        return NULL;
-    }
     int atomic = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = items[i];
-        Py_INCREF(v);
-        PyTuple_SET_ITEM(row, i, v);
-        if (atomic && !is_atomic(v)) {
+        if (!is_atomic(items[i])) {
             atomic = 0;
+            break;
         }
     }
-    if (atomic) {
-        PyObject_GC_UnTrack(row);
+    PyObject *row = cls->tp_alloc == row_alloc ? take_free_row(cls, n) : NULL;
+    if (row != NULL) {         /* untracked, as an atomic row stays */
+        if (!atomic) {
+            PyObject_GC_Track(row);
+        }
+    }
+    else {
+        row = cls->tp_alloc(cls, n);
+        if (row == NULL) {
+            return NULL;
+        }
+        if (atomic) {
+            PyObject_GC_UnTrack(row);
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(row, i, items[i]);
     }
     return row;
 }
@@ -422,7 +478,7 @@ records_from_tuples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static int
 has_own_attrs(PyObject *r)
 {
-    PyObject **dictptr = _PyObject_GetDictPtr(r);
+    PyObject **dictptr = row_dict_ptr(r);
     return dictptr != NULL && *dictptr != NULL && PyDict_GET_SIZE(*dictptr) != 0;
 }
 
@@ -603,7 +659,7 @@ fields_pass(FieldChecks *self, PyObject *t)
 static int
 has_own_fields(PyObject *v)
 {
-    PyObject **dictptr = _PyObject_GetDictPtr(v);
+    PyObject **dictptr = row_dict_ptr(v);
     return dictptr != NULL && *dictptr != NULL
         && PyDict_GetItemWithError(*dictptr, str_fields) != NULL;
 }
@@ -824,6 +880,7 @@ PyInit__records(void)
     api.row_type = &RowBase_Type;
     api.row_from_items = row_from_items;
     api.has_own_attrs = has_own_attrs;
+    api.fast_dealloc = row_dealloc;
     PyObject *capsule = PyCapsule_New(&api, FLOWRAY_ROW_API_NAME, NULL);
     if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
         Py_XDECREF(capsule);

@@ -15,7 +15,17 @@ typedef struct {
     PyObject *(*row_from_items)(PyTypeObject *cls, PyObject *const *items, Py_ssize_t n);
     /* whether row `r` keeps field names or a row kind of its own (not its class's) */
     int (*has_own_attrs)(PyObject *r);
+    /* the tp_dealloc of flowray's own Row classes (those fast_class() made) */
+    destructor fast_dealloc;
 } FlowrayRowAPI;
+
+/* whether `o` is a row (an instance of a RowBase subtype): one compare for a row of
+ * flowray's own classes, a walk of the MRO for anything else */
+static inline int
+flowray_is_row(const FlowrayRowAPI *api, PyObject *o)
+{
+    return Py_TYPE(o)->tp_dealloc == api->fast_dealloc || PyObject_TypeCheck(o, api->row_type);
+}
 
 /* the API, or NULL with an exception set */
 static inline FlowrayRowAPI *

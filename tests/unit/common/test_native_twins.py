@@ -452,6 +452,7 @@ def test_rows_on_the_free_list_keep_their_classes_counts_and_values():
 
 
 def _free_list_round_trips():
+    import gc
     import sys
 
     cls = type(Row(k="a", v=1))
@@ -467,6 +468,10 @@ def _free_list_round_trips():
     unnamed = Row(1, 2)   # Row's own rows too
     assert type(unnamed) is Row and tuple(unnamed) == (1, 2)
     del again, unnamed
+    assert sys.getrefcount(cls) == base
+    boxed, plain = _rowtype_make(cls, ("x", [1])), _rowtype_make(cls, ("y", 2))  # reused
+    assert gc.is_tracked(boxed) and not gc.is_tracked(plain)
+    del boxed, plain
     assert sys.getrefcount(cls) == base
 
     finalized = []
