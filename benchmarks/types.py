@@ -5,20 +5,31 @@ its map, in one invocation (rounds alternating, best of ``--rounds``).
 
 ``none`` is the baseline (no conversion, no wrapper); ``TUPLE`` checks and converts each
 record as a tuple of STRING and LONG; ``ROW_NAMED`` makes each record a named ``Row``
-(which the keyed sum then keeps). Every run's record count is checked.
+(which the keyed sum then keeps). Every run's record count and each key's last sum are
+checked against their closed forms.
+
+The sink keeps each key's latest sum by indexing each record (``last[r[0]] = r[1]``),
+which costs a row about what it costs a tuple. ``--sink update`` keeps them with
+``dict.update(records)`` instead (``throughput.py``'s ``CountingSink``): CPython's dict
+takes only exact tuples and lists as pairs directly and copies each other sequence, a
+``Row`` included, into a new list first, about 1,200 instructions per record of the
+benchmark's own sink rather than of flowray.
 
 Two measures:
 
-* time (default): records/s over each run's wall time (job start included), best of
-  ``--rounds`` alternating rounds. This machine's speed swings between minutes; compare
-  the ratios of one invocation.
+* time (default): records/s over each run's wall time (job start included), the median
+  and the best of ``--rounds`` alternating rounds, each ratio against the same statistic
+  of ``none``. This machine's speed swings between minutes; compare the ratios of one
+  invocation.
 * ``--instructions``: instructions per record counted by valgrind's callgrind (local
-  target), which stay the same run after run whatever else the machine does. Each type is
+  target), which move by about 2% run to run whatever else the machine does (where the
+  clock cuts batches moves them a little). Each type is
   counted in two processes, each running a warm-up job and then a job of ``--records``
   or of a fifth of them; the difference over the records between them leaves job start
   out. About a minute per count at 100,000 records.
 
     python benchmarks/types.py [--records 1000000] [--rounds 3] [--target local|ray]
+                               [--sink index|update]
     python benchmarks/types.py --instructions [--records 100000] [--before REV]
 """
 
@@ -28,6 +39,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +47,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import CountingSink, read_counts
+from throughput import CountingSink, _CountingWriter, read_counts
 
 from flowray import Configuration, NumberSequenceSource, StreamExecutionEnvironment
 from flowray.common import Types
@@ -49,7 +61,33 @@ TYPES: Dict[str, Any] = {
 }
 
 
-def run(type_info: Any, records: int, target: str) -> float:
+class _IndexingWriter(_CountingWriter):
+    def write_batch(self, elements):
+        self.count += len(elements)
+        last = self.last
+        for r in elements:   # in order: the latest sum per key
+            last[r[0]] = r[1]
+
+
+class IndexingCountingSink(CountingSink):
+    """CountingSink keeping each key's latest sum by indexing each record."""
+
+    writer = _IndexingWriter
+
+
+SINKS = {"index": IndexingCountingSink, "update": CountingSink}
+
+
+def expected_sums(records: int) -> Dict[str, int]:
+    """Each key's sum over 0..records-1: key j's values are j, j+KEYS, ... (m of them)."""
+    out = {}
+    for j in range(min(KEYS, records)):
+        m = (records - j + KEYS - 1) // KEYS
+        out[f"k{j}"] = m * j + KEYS * m * (m - 1) // 2
+    return out
+
+
+def run(type_info: Any, records: int, target: str, sink: str = "index") -> float:
     folder = tempfile.mkdtemp(prefix="flowray-types-bench-")
     try:
         env = StreamExecutionEnvironment.get_execution_environment(
@@ -57,13 +95,15 @@ def run(type_info: Any, records: int, target: str) -> float:
         env.set_parallelism(1)
         (env.from_source(NumberSequenceSource(0, records - 1), source_name="numbers")
             .map(lambda x: (f"k{x % KEYS}", x), output_type=type_info)
-            .key_by(lambda r: r[0]).sum(1).sink_to(CountingSink(folder)))
+            .key_by(lambda r: r[0]).sum(1).sink_to(SINKS[sink](folder)))
         start = time.perf_counter()
         env.execute("types-bench")
         wall = time.perf_counter() - start
-        count, _ = read_counts(folder)
+        count, last = read_counts(folder)
         if count != records:
             raise SystemExit(f"expected {records} records, the sink counted {count}")
+        if last != expected_sums(records):
+            raise SystemExit("the keys' last sums differ from their closed forms")
         return wall
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -72,19 +112,21 @@ def run(type_info: Any, records: int, target: str) -> float:
 WARM_UP = 20_000
 
 
-def child(name: str, records: int) -> None:
+def child(name: str, records: int, sink: str) -> None:
     """One measuring process (``--instructions``): a warm-up job, then one of ``records``."""
     import flowray.common.types as row_types
-    run(TYPES[name], WARM_UP, "local")
-    run(TYPES[name], records, "local")
+    run(TYPES[name], WARM_UP, "local", sink)
+    run(TYPES[name], records, "local", sink)
     print("RESULT " + json.dumps({"c_rows": getattr(row_types, "C_ROWS", False),
                                   "module": row_types.__file__}), flush=True)
 
 
-def _instructions(name: str, records: int, site: Optional[str] = None) -> Dict[str, Any]:
+def _instructions(name: str, records: int, sink: str,
+                  site: Optional[str] = None) -> Dict[str, Any]:
     from _revision import env_for
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-           sys.executable, os.path.abspath(__file__), "--child", name, "--records"]
+           sys.executable, os.path.abspath(__file__), "--child", name, "--sink", sink,
+           "--records"]
     env = dict(env_for(site), PYTHONHASHSEED="0")  # the same dict layouts run after run
     out: Dict[str, Any] = {}
     for n in (records, records // 5):
@@ -103,20 +145,20 @@ def _instructions(name: str, records: int, site: Optional[str] = None) -> Dict[s
     return out
 
 
-def main_instructions(records: int, before: Optional[str]) -> None:
+def main_instructions(records: int, before: Optional[str], sink: str) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind")
-    counts = {name: _instructions(name, records) for name in TYPES}
+    counts = {name: _instructions(name, records, sink) for name in TYPES}
     earlier: Dict[str, Dict[str, Any]] = {}
     if before:
         from _revision import export_revision
         with tempfile.TemporaryDirectory(prefix="flowray-types-before-") as tmp:
             site = export_revision(before, tmp)
-            earlier = {name: _instructions(name, records, site) for name in TYPES}
+            earlier = {name: _instructions(name, records, sink, site) for name in TYPES}
     base = counts["none"]["per_record"]
     c_rows = counts["none"]["c_rows"]
     print(f"\nkeyed running sum, {records:,} vs {records // 5:,} records, {KEYS:,} keys, p=1, "
-          f"local target, instructions per record (callgrind); Row's C half: "
+          f"local target, {sink} sink, instructions per record (callgrind); Row's C half: "
           f"{'yes' if c_rows else 'no'}\n")
     head = f"{'map output_type':36s}{'instr/record':>14s}{'vs none':>10s}"
     if earlier:
@@ -146,25 +188,30 @@ def main(argv: List[str]) -> None:
                    help="count instructions with callgrind instead of timing")
     p.add_argument("--before", default=None,
                    help="with --instructions: also count this git revision")
+    p.add_argument("--sink", choices=sorted(SINKS), default="index",
+                   help="how the sink keeps each key's latest sum (see the module docstring)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        return child(args.child, args.records)
+        return child(args.child, args.records, args.sink)
     if args.instructions:
-        return main_instructions(args.records or 100_000, args.before)
+        return main_instructions(args.records or 100_000, args.before, args.sink)
     args.records = args.records or 1_000_000
     walls: Dict[str, List[float]] = {name: [] for name in TYPES}
     for _ in range(args.rounds):
         for name, type_info in TYPES.items():
-            walls[name].append(run(type_info, args.records, args.target))
-    base = args.records / min(walls["none"])
+            walls[name].append(run(type_info, args.records, args.target, args.sink))
+    median = {name: args.records / statistics.median(ws) for name, ws in walls.items()}
+    best = {name: args.records / min(ws) for name, ws in walls.items()}
     print(f"\nkeyed running sum, {args.records:,} records, {KEYS:,} keys, p=1, "
-          f"{args.target} target, best of {args.rounds} (wall time)\n")
-    print(f"{'map output_type':36s}{'records/s':>12s}{'vs none':>10s}")
-    print("-" * 58)
-    for name, ws in walls.items():
-        rate = args.records / min(ws)
-        print(f"{name:36s}{rate:>12,.0f}{rate / base:>9.2f}x")
+          f"{args.target} target, {args.sink} sink, {args.rounds} rounds (wall time)\n")
+    head = (f"{'map output_type':36s}{'median rec/s':>14s}{'vs none':>10s}"
+            f"{'best rec/s':>14s}{'vs none':>10s}")
+    print(head)
+    print("-" * len(head))
+    for name in walls:
+        print(f"{name:36s}{median[name]:>14,.0f}{median[name] / median['none']:>9.2f}x"
+              f"{best[name]:>14,.0f}{best[name] / best['none']:>9.2f}x")
 
 
 if __name__ == "__main__":
