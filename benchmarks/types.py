@@ -23,14 +23,15 @@ Two measures:
   invocation.
 * ``--instructions``: instructions per record counted by valgrind's callgrind (local
   target), which move by about 2% run to run whatever else the machine does (where the
-  clock cuts batches moves them a little). Each type is
-  counted in two processes, each running a warm-up job and then a job of ``--records``
-  or of a fifth of them; the difference over the records between them leaves job start
-  out. About a minute per count at 100,000 records.
+  clock cuts batches moves them a little). Each type is counted in two processes, each
+  running a warm-up job and then a job of ``--records`` or of a fifth of them; the
+  difference over the records between them leaves job start out. About a minute per
+  count at 100,000 records.
 
     python benchmarks/types.py [--records 1000000] [--rounds 3] [--target local|ray]
                                [--sink index|update]
     python benchmarks/types.py --instructions [--records 100000] [--before REV]
+                               [--sink index|update]
 """
 
 from __future__ import annotations
